@@ -1,0 +1,652 @@
+// Package display owns one X display: it starts Xvfb, a window manager and the
+// session apps as child processes (or attaches to a display that already runs),
+// holds the X connection every other package talks through, watches the server's
+// health and brings it back when it dies.
+//
+// Everything that touches X hangs off a *Display, so one process can serve many
+// displays; there is no package-level state.
+package display
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// Config says which display to own and what runs on it. The zero value is
+// usable: a 1280x800x24 Xvfb on the first free display number, openbox and an
+// xterm.
+type Config struct {
+	// Attach names an existing display (":0", "localhost:1"). When set, no Xvfb,
+	// window manager or apps are started and the geometry is the server's.
+	Attach string
+
+	// Width, Height and Depth of the Xvfb screen. Zero means 1280, 800, 24.
+	Width, Height, Depth int
+
+	// Number is the display number to use; zero or less picks the first free
+	// one from 50 up, so tests and pools never collide with a desktop of the user.
+	Number int
+
+	// Xvfb is the server binary; empty means "Xvfb" on $PATH.
+	Xvfb string
+
+	// WindowManager is the command line of the window manager. nil means
+	// openbox; an empty non-nil slice means none.
+	WindowManager []string
+
+	// Apps are the session apps started after the window manager. nil means one
+	// xterm; an empty non-nil slice means none.
+	Apps [][]string
+
+	// Home is the desktop user's home directory, given to the session as $HOME.
+	// Empty means the current $HOME.
+	Home string
+
+	// Env is added to the environment of the window manager and apps.
+	Env []string
+
+	// Logger receives lifecycle messages; nil means slog.Default().
+	Logger *slog.Logger
+
+	// RestartOnCrash brings Xvfb (and the session) back when it dies. Tests and
+	// short-lived tools may leave it off; the appliance turns it on.
+	RestartOnCrash bool
+}
+
+func (c *Config) defaults() {
+	if c.Width <= 0 {
+		c.Width = 1280
+	}
+	if c.Height <= 0 {
+		c.Height = 800
+	}
+	if c.Depth <= 0 {
+		c.Depth = 24
+	}
+	if c.Xvfb == "" {
+		c.Xvfb = "Xvfb"
+	}
+	if c.WindowManager == nil {
+		c.WindowManager = []string{"openbox"}
+	}
+	if c.Apps == nil {
+		c.Apps = [][]string{{"xterm"}}
+	}
+	if c.Home == "" {
+		c.Home = os.Getenv("HOME")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Display is a handle on one X display. Its methods are safe for concurrent use.
+type Display struct {
+	cfg  Config
+	name string
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	conn       *xgb.Conn
+	screen     xproto.ScreenInfo
+	generation uint64
+	xvfb       *exec.Cmd
+	xvfbDone   chan struct{}
+	session    []*exec.Cmd
+	lockFile   string
+	closed     bool
+	lastErr    error
+	restarts   int
+	changed    chan struct{}
+
+	stop     chan struct{}
+	watchers sync.WaitGroup
+}
+
+// Start starts (or attaches to) the display described by cfg and returns once
+// an X connection is open and the session has been launched.
+func Start(ctx context.Context, cfg Config) (*Display, error) {
+	cfg.defaults()
+	d := &Display{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), changed: make(chan struct{})}
+	if cfg.Attach != "" {
+		d.name = cfg.Attach
+		conn, err := dialWait(ctx, d.name, 0, nil)
+		if err != nil {
+			return nil, fmt.Errorf("attach to display %s: %w", d.name, err)
+		}
+		d.setConn(conn)
+		d.log = d.log.With("display", d.name)
+		d.log.Info("attached to display", "width", d.screen.WidthInPixels, "height", d.screen.HeightInPixels)
+		return d, nil
+	}
+	if cfg.Width < 64 || cfg.Height < 64 || cfg.Width > 8192 || cfg.Height > 8192 {
+		return nil, fmt.Errorf("display size %dx%d is out of range: width and height must be between 64 and 8192", cfg.Width, cfg.Height)
+	}
+	switch cfg.Depth {
+	case 16, 24:
+	default:
+		return nil, fmt.Errorf("display depth %d is not supported: use 24 (or 16)", cfg.Depth)
+	}
+	if _, err := exec.LookPath(cfg.Xvfb); err != nil {
+		return nil, fmt.Errorf("cannot find the X server %q (install the xvfb package, or run scripts/install-deps.sh): %w", cfg.Xvfb, err)
+	}
+	if err := d.startServer(ctx); err != nil {
+		return nil, err
+	}
+	d.log = d.log.With("display", d.name)
+	if err := d.StartSession(ctx); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.log.Info("display started", "width", cfg.Width, "height", cfg.Height, "depth", cfg.Depth)
+	return d, nil
+}
+
+// Name is the display name, such as ":51", as put in $DISPLAY.
+func (d *Display) Name() string { return d.name }
+
+// Config returns the configuration the display runs with, defaults filled in.
+func (d *Display) Config() Config { return d.cfg }
+
+// Logger is the display's logger, tagged with its name.
+func (d *Display) Logger() *slog.Logger { return d.log }
+
+// Conn is the display's X connection. It is replaced when the server is
+// restarted; callers that cache server-side resources (SHM segments, keymaps)
+// should compare Generation before using them.
+func (d *Display) Conn() *xgb.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.conn
+}
+
+// Generation counts X server (re)connections; it changes whenever Conn does.
+func (d *Display) Generation() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.generation
+}
+
+// Changed returns a channel closed at the next change of Generation.
+func (d *Display) Changed() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.changed
+}
+
+// Screen returns the root screen of the current connection.
+func (d *Display) Screen() xproto.ScreenInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.screen
+}
+
+// Root is the root window.
+func (d *Display) Root() xproto.Window { return d.Screen().Root }
+
+// Size is the screen size in pixels.
+func (d *Display) Size() (width, height int) {
+	s := d.Screen()
+	return int(s.WidthInPixels), int(s.HeightInPixels)
+}
+
+// Env is the environment for a program that should run on this desktop: the
+// process environment with DISPLAY and HOME set, plus Config.Env.
+func (d *Display) Env() []string {
+	env := make([]string, 0, len(os.Environ())+len(d.cfg.Env)+2)
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DISPLAY=") || strings.HasPrefix(kv, "HOME=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	env = append(env, "DISPLAY="+d.name)
+	if d.cfg.Home != "" {
+		env = append(env, "HOME="+d.cfg.Home)
+	}
+	return append(env, d.cfg.Env...)
+}
+
+// Dial opens a new, separate connection to the display. The caller closes it.
+func (d *Display) Dial() (*xgb.Conn, error) {
+	c, err := xgb.NewConnDisplay(d.name)
+	if err != nil {
+		return nil, fmt.Errorf("connect to display %s: %w", d.name, err)
+	}
+	return c, nil
+}
+
+// Health reports whether the X server answers a round trip within ctx.
+func (d *Display) Health(ctx context.Context) error {
+	d.mu.Lock()
+	conn, closed, last := d.conn, d.closed, d.lastErr
+	d.mu.Unlock()
+	if closed {
+		return errors.New("display is closed")
+	}
+	if conn == nil {
+		if last != nil {
+			return fmt.Errorf("display %s is down: %w", d.name, last)
+		}
+		return fmt.Errorf("display %s is down", d.name)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := xproto.GetInputFocus(conn).Reply()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("display %s does not answer: %w", d.name, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("display %s did not answer in time: %w", d.name, ctx.Err())
+	}
+}
+
+// Restarts counts how often the X server was brought back after dying.
+func (d *Display) Restarts() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.restarts
+}
+
+// Owned reports whether this handle started the X server (as opposed to
+// attaching to one), and so may restart it and its session.
+func (d *Display) Owned() bool { return d.cfg.Attach == "" }
+
+func (d *Display) setConn(c *xgb.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	d.conn = c
+	if c != nil {
+		d.screen = *xproto.Setup(c).DefaultScreen(c)
+		d.lastErr = nil
+	}
+	d.generation++
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// startServer launches Xvfb on a free display number and connects to it.
+func (d *Display) startServer(ctx context.Context) error {
+	n := d.cfg.Number
+	tries := 1
+	if n <= 0 {
+		n, tries = 50, 200
+	}
+	var lastErr error
+	for i := 0; i < tries; i++ {
+		num := n + i
+		if d.cfg.Number <= 0 && displayInUse(num) {
+			continue
+		}
+		err := d.launchXvfb(ctx, num)
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("start Xvfb: %w", lastErr)
+}
+
+func displayInUse(n int) bool {
+	if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
+		return true
+	}
+	if _, err := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n)); err == nil {
+		return true
+	}
+	return false
+}
+
+func (d *Display) launchXvfb(ctx context.Context, num int) error {
+	name := ":" + strconv.Itoa(num)
+	screen := fmt.Sprintf("%dx%dx%d", d.cfg.Width, d.cfg.Height, d.cfg.Depth)
+	// -noreset: without it Xvfb resets when its last client leaves, which
+	// throws away the session between two agents' connections.
+	cmd := exec.Command(d.cfg.Xvfb, name, "-screen", "0", screen, "-noreset", "-nolisten", "tcp", "+extension", "XTEST", "+extension", "MIT-SHM", "-dpi", "96")
+	var stderr limitedBuffer
+	cmd.Stderr = &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", d.cfg.Xvfb, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+
+	conn, err := dialWait(ctx, name, 10*time.Second, done)
+	if err != nil {
+		cmd.Process.Kill()
+		<-done
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			return fmt.Errorf("Xvfb %s: %w (it said: %s)", name, err, lastLines(msg, 3))
+		}
+		return fmt.Errorf("Xvfb %s: %w", name, err)
+	}
+	d.mu.Lock()
+	d.name = name
+	d.xvfb = cmd
+	d.xvfbDone = done
+	d.lockFile = fmt.Sprintf("/tmp/.X%d-lock", num)
+	d.mu.Unlock()
+	d.setConn(conn)
+
+	d.watchers.Add(1)
+	go d.watch(cmd, done)
+	return nil
+}
+
+// watch waits for Xvfb to exit. An exit nobody asked for is logged as an error
+// and, when configured, followed by a restart on the same display number.
+func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
+	defer d.watchers.Done()
+	select {
+	case <-d.stop:
+		return
+	case <-done:
+	}
+	d.mu.Lock()
+	if d.closed || d.xvfb != cmd {
+		d.mu.Unlock()
+		return
+	}
+	state := "unknown state"
+	if cmd.ProcessState != nil {
+		state = cmd.ProcessState.String()
+	}
+	d.lastErr = fmt.Errorf("Xvfb exited unexpectedly (%s)", state)
+	conn := d.conn
+	d.conn = nil
+	d.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+	}
+	d.log.Error("X server died", "state", state, "restart", d.cfg.RestartOnCrash)
+	if !d.cfg.RestartOnCrash {
+		return
+	}
+	num, _ := strconv.Atoi(strings.TrimPrefix(d.name, ":"))
+	for attempt := 1; ; attempt++ {
+		d.stopSession()
+		os.Remove(d.lockFile)
+		os.Remove(fmt.Sprintf("/tmp/.X11-unix/X%d", num))
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		err := d.launchXvfb(ctx, num)
+		if err == nil {
+			err = d.StartSession(ctx)
+		}
+		cancel()
+		if err == nil {
+			d.mu.Lock()
+			d.restarts++
+			d.mu.Unlock()
+			d.log.Warn("X server restarted", "attempt", attempt)
+			return
+		}
+		d.log.Error("X server restart failed", "attempt", attempt, "err", err)
+		select {
+		case <-d.stop:
+			return
+		case <-time.After(time.Duration(min(attempt, 10)) * time.Second):
+		}
+	}
+}
+
+// StartSession launches the window manager and the session apps. It is a no-op
+// on an attached display.
+func (d *Display) StartSession(ctx context.Context) error {
+	if !d.Owned() {
+		return nil
+	}
+	var cmds []*exec.Cmd
+	if len(d.cfg.WindowManager) > 0 {
+		cmd, err := d.spawn(d.cfg.WindowManager)
+		if err != nil {
+			return fmt.Errorf("start window manager: %w", err)
+		}
+		cmds = append(cmds, cmd)
+		// Apps mapped before the window manager selects SubstructureRedirect
+		// come up undecorated and unmanaged; wait until it has.
+		if err := d.waitWindowManager(ctx, 5*time.Second); err != nil {
+			d.log.Warn("window manager did not come up in time", "err", err)
+		}
+	}
+	for _, argv := range d.cfg.Apps {
+		if len(argv) == 0 {
+			continue
+		}
+		cmd, err := d.spawn(argv)
+		if err != nil {
+			d.mu.Lock()
+			d.session = append(d.session, cmds...)
+			d.mu.Unlock()
+			return fmt.Errorf("start session app: %w", err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	d.mu.Lock()
+	d.session = append(d.session, cmds...)
+	d.mu.Unlock()
+	return nil
+}
+
+// RestartSession stops the window manager and session apps and starts them
+// again, leaving the X server (and everyone's connection) in place.
+func (d *Display) RestartSession(ctx context.Context) error {
+	d.stopSession()
+	return d.StartSession(ctx)
+}
+
+// SessionPIDs are the process ids of the running window manager and apps.
+func (d *Display) SessionPIDs() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var pids []int
+	for _, c := range d.session {
+		if c.Process != nil && c.ProcessState == nil {
+			pids = append(pids, c.Process.Pid)
+		}
+	}
+	return pids
+}
+
+// ServerPID is the process id of the Xvfb this handle started, or 0.
+func (d *Display) ServerPID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.xvfb == nil || d.xvfb.Process == nil {
+		return 0
+	}
+	return d.xvfb.Process.Pid
+}
+
+func (d *Display) spawn(argv []string) (*exec.Cmd, error) {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("cannot find %q on PATH: %w", argv[0], err)
+	}
+	cmd := exec.Command(path, argv[1:]...)
+	cmd.Env = d.Env()
+	if d.cfg.Home != "" {
+		if st, err := os.Stat(d.cfg.Home); err == nil && st.IsDir() {
+			cmd.Dir = d.cfg.Home
+		}
+	}
+	// Own process group, so stopping the session also stops what the app
+	// started (a shell's children, a browser's helpers).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run %s: %w", filepath.Base(path), err)
+	}
+	go cmd.Wait()
+	d.log.Debug("session process started", "cmd", argv, "pid", cmd.Process.Pid)
+	return cmd, nil
+}
+
+func (d *Display) stopSession() {
+	d.mu.Lock()
+	cmds := d.session
+	d.session = nil
+	d.mu.Unlock()
+	for _, c := range cmds {
+		killGroup(c, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, c := range cmds {
+		for groupAlive(c) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		killGroup(c, syscall.SIGKILL)
+	}
+}
+
+func killGroup(c *exec.Cmd, sig syscall.Signal) {
+	if c.Process == nil {
+		return
+	}
+	syscall.Kill(-c.Process.Pid, sig)
+}
+
+func groupAlive(c *exec.Cmd) bool {
+	if c.Process == nil {
+		return false
+	}
+	return syscall.Kill(-c.Process.Pid, 0) == nil
+}
+
+// waitWindowManager polls until some client holds SubstructureRedirect on the
+// root window, which is what a running window manager does.
+func (d *Display) waitWindowManager(ctx context.Context, limit time.Duration) error {
+	conn := d.Conn()
+	if conn == nil {
+		return errors.New("no X connection")
+	}
+	deadline := time.Now().Add(limit)
+	for {
+		attrs, err := xproto.GetWindowAttributes(conn, d.Root()).Reply()
+		if err != nil {
+			return err
+		}
+		if attrs.AllEventMasks&xproto.EventMaskSubstructureRedirect != 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no client selected SubstructureRedirect on the root window")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the session and the X server this handle started and closes the
+// connection. No child process is left behind.
+func (d *Display) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.stop)
+	conn := d.conn
+	d.conn = nil
+	xvfb, done := d.xvfb, d.xvfbDone
+	d.mu.Unlock()
+
+	d.stopSession()
+	if conn != nil {
+		conn.Close()
+	}
+	if xvfb != nil && xvfb.Process != nil {
+		xvfb.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			xvfb.Process.Kill()
+			<-done
+		}
+	}
+	d.watchers.Wait()
+	d.log.Info("display closed")
+	return nil
+}
+
+// dialWait connects to name, retrying until the server accepts, limit passes
+// (zero: one try), the server process exits (died non-nil) or ctx ends.
+func dialWait(ctx context.Context, name string, limit time.Duration, died <-chan struct{}) (*xgb.Conn, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		conn, err := xgb.NewConnDisplay(name)
+		if err == nil {
+			return conn, nil
+		}
+		if limit == 0 {
+			return nil, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("server did not accept connections within %s: %w", limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-died:
+			return nil, errors.New("server exited during start-up")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// limitedBuffer keeps the last few KiB a child wrote to stderr, for error messages.
+type limitedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 8192 {
+		b.buf = b.buf[len(b.buf)-8192:]
+	}
+	return len(p), nil
+}
+
+func (b *limitedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

@@ -1,0 +1,157 @@
+package display
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+
+	"github.com/deskenv/deskenv/internal/xprobe"
+)
+
+func needXvfb(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("Xvfb"); err != nil {
+		t.Fatalf("Xvfb is required for these tests (run scripts/install-deps.sh): %v", err)
+	}
+}
+
+func TestStartSizesAndProbe(t *testing.T) {
+	needXvfb(t)
+	tests := []struct {
+		name string
+		w, h int
+	}{
+		{"default", 0, 0},
+		{"small", 640, 480},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			d, err := Start(ctx, Config{Width: tc.w, Height: tc.h, WindowManager: []string{}, Apps: [][]string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			w, h := d.Size()
+			ww, wh := tc.w, tc.h
+			if ww == 0 {
+				ww, wh = 1280, 800
+			}
+			if w != ww || h != wh {
+				t.Fatalf("size %dx%d, want %dx%d", w, h, ww, wh)
+			}
+			if err := d.Health(ctx); err != nil {
+				t.Fatal(err)
+			}
+			p, err := xprobe.Open(d.Name(), xprobe.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			conn := d.Conn()
+			if err := xtest.Init(conn); err != nil {
+				t.Fatal(err)
+			}
+			xtest.FakeInput(conn, xproto.MotionNotify, 0, 0, d.Root(), 37, 41, 0)
+			xtest.FakeInput(conn, xproto.ButtonPress, 1, 0, d.Root(), 0, 0, 0)
+			xtest.FakeInput(conn, xproto.ButtonRelease, 1, 0, d.Root(), 0, 0, 0)
+			xproto.GetInputFocus(conn).Reply()
+			if err := p.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
+			var press *xprobe.Event
+			for _, e := range p.Events() {
+				if e.Kind == xprobe.ButtonPress {
+					e := e
+					press = &e
+				}
+			}
+			if press == nil || press.X != 37 || press.Y != 41 || press.Button != 1 {
+				t.Fatalf("probe saw %v, want a button 1 press at 37,41", p.Events())
+			}
+		})
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	needXvfb(t)
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"tiny", Config{Width: 10, Height: 10}, "out of range"},
+		{"depth", Config{Depth: 7}, "depth 7"},
+		{"no server", Config{Xvfb: "no-such-xserver"}, "cannot find the X server"},
+		{"attach nowhere", Config{Attach: ":9999"}, "attach to display :9999"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Start(context.Background(), tc.cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSessionAndCleanShutdown(t *testing.T) {
+	needXvfb(t)
+	ctx := context.Background()
+	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{{"sleep", "300"}, {"sh", "-c", "sleep 300 & sleep 300"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := d.SessionPIDs()
+	if len(pids) != 2 {
+		t.Fatalf("session pids %v, want 2", pids)
+	}
+	server := d.ServerPID()
+	d.Close()
+	time.Sleep(50 * time.Millisecond)
+	for _, pid := range append(pids, server) {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("process %d still alive after Close", pid)
+		}
+		if syscall.Kill(-pid, 0) == nil {
+			t.Errorf("process group %d still alive after Close", pid)
+		}
+	}
+}
+
+func TestRestartAfterCrash(t *testing.T) {
+	needXvfb(t)
+	ctx := context.Background()
+	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	gen := d.Generation()
+	changed := d.Changed()
+	syscall.Kill(d.ServerPID(), syscall.SIGKILL)
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("display did not notice the server died")
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for d.Restarts() == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if d.Restarts() != 1 {
+		t.Fatalf("restarts = %d, want 1", d.Restarts())
+	}
+	if d.Generation() <= gen {
+		t.Fatalf("generation did not move on")
+	}
+	if err := d.Health(ctx); err != nil {
+		t.Fatalf("health after restart: %v", err)
+	}
+}
