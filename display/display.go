@@ -36,8 +36,8 @@ type Config struct {
 	// Width, Height and Depth of the Xvfb screen. Zero means 1280, 800, 24.
 	Width, Height, Depth int
 
-	// Number is the display number to use; zero or less picks the first free
-	// one from 50 up, so tests and pools never collide with a desktop of the user.
+	// Number is the display number to use; zero or less lets Xvfb pick a free
+	// one, so tests and pools never collide with each other or the user's desktop.
 	Number int
 
 	// Xvfb is the server binary; empty means "Xvfb" on $PATH.
@@ -286,64 +286,71 @@ func (d *Display) setConn(c *xgb.Conn) {
 	d.changed = make(chan struct{})
 }
 
-// startServer launches Xvfb on a free display number and connects to it.
+// startServer launches Xvfb and connects to it. Without a configured number
+// Xvfb picks a free one itself (-displayfd), which is race-free when many
+// processes (parallel tests, a pool) start displays at once.
 func (d *Display) startServer(ctx context.Context) error {
-	n := d.cfg.Number
-	tries := 1
-	if n <= 0 {
-		n, tries = 50, 200
+	if err := d.launchXvfb(ctx, d.cfg.Number); err != nil {
+		return fmt.Errorf("start Xvfb: %w", err)
 	}
-	var lastErr error
-	for i := 0; i < tries; i++ {
-		num := n + i
-		if d.cfg.Number <= 0 && displayInUse(num) {
-			continue
-		}
-		err := d.launchXvfb(ctx, num)
-		if err == nil {
-			return nil
-		}
-		lastErr = err
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	return fmt.Errorf("start Xvfb: %w", lastErr)
+	return nil
 }
 
-func displayInUse(n int) bool {
-	if _, err := os.Stat(fmt.Sprintf("/tmp/.X%d-lock", n)); err == nil {
-		return true
-	}
-	if _, err := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n)); err == nil {
-		return true
-	}
-	return false
-}
-
+// launchXvfb starts Xvfb on display num, or on a number of its choosing when
+// num <= 0, and connects to it.
 func (d *Display) launchXvfb(ctx context.Context, num int) error {
-	name := ":" + strconv.Itoa(num)
 	screen := fmt.Sprintf("%dx%dx%d", d.cfg.Width, d.cfg.Height, d.cfg.Depth)
 	// -noreset: without it Xvfb resets when its last client leaves, which
 	// throws away the session between two agents' connections.
-	cmd := exec.Command(d.cfg.Xvfb, name, "-screen", "0", screen, "-noreset", "-nolisten", "tcp", "+extension", "XTEST", "+extension", "MIT-SHM", "-dpi", "96")
+	args := []string{"-screen", "0", screen, "-noreset", "-nolisten", "tcp", "+extension", "XTEST", "+extension", "MIT-SHM", "-dpi", "96"}
+	var fdR, fdW *os.File
+	if num > 0 {
+		args = append([]string{":" + strconv.Itoa(num)}, args...)
+	} else {
+		var err error
+		fdR, fdW, err = os.Pipe()
+		if err != nil {
+			return err
+		}
+		defer fdR.Close()
+		args = append(args, "-displayfd", "3")
+	}
+	cmd := exec.Command(d.cfg.Xvfb, args...)
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
+	if fdW != nil {
+		cmd.ExtraFiles = []*os.File{fdW}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err := cmd.Start()
+	if fdW != nil {
+		fdW.Close()
+	}
+	if err != nil {
 		return fmt.Errorf("run %s: %w", d.cfg.Xvfb, err)
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-
-	conn, err := dialWait(ctx, name, 10*time.Second, done)
-	if err != nil {
+	fail := func(err error) error {
 		cmd.Process.Kill()
 		<-done
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
-			return fmt.Errorf("Xvfb %s: %w (it said: %s)", name, err, lastLines(msg, 3))
+			return fmt.Errorf("%w (Xvfb said: %s)", err, lastLines(msg, 3))
 		}
-		return fmt.Errorf("Xvfb %s: %w", name, err)
+		return err
+	}
+
+	if fdR != nil {
+		n, err := readDisplayNumber(ctx, fdR, 10*time.Second)
+		if err != nil {
+			return fail(fmt.Errorf("Xvfb did not report its display number: %w", err))
+		}
+		num = n
+	}
+	name := ":" + strconv.Itoa(num)
+	conn, err := dialWait(ctx, name, 10*time.Second, done)
+	if err != nil {
+		return fail(fmt.Errorf("Xvfb %s: %w", name, err))
 	}
 	d.mu.Lock()
 	d.name = name
@@ -356,6 +363,43 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 	d.watchers.Add(1)
 	go d.watch(cmd, done)
 	return nil
+}
+
+// readDisplayNumber reads the line Xvfb writes to its -displayfd once it is
+// ready for connections.
+func readDisplayNumber(ctx context.Context, r *os.File, limit time.Duration) (int, error) {
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		buf := make([]byte, 32)
+		var got []byte
+		for {
+			n, err := r.Read(buf)
+			got = append(got, buf[:n]...)
+			if i := strings.IndexByte(string(got), '\n'); i >= 0 {
+				v, perr := strconv.Atoi(strings.TrimSpace(string(got[:i])))
+				ch <- result{v, perr}
+				return
+			}
+			if err != nil {
+				ch <- result{0, fmt.Errorf("server exited during start-up: %w", err)}
+				return
+			}
+		}
+	}()
+	select {
+	case res := <-ch:
+		return res.n, res.err
+	case <-time.After(limit):
+		r.Close()
+		return 0, fmt.Errorf("no answer within %s", limit)
+	case <-ctx.Done():
+		r.Close()
+		return 0, ctx.Err()
+	}
 }
 
 // watch waits for Xvfb to exit. An exit nobody asked for is logged as an error

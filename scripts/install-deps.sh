@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what deskenv needs from Debian's packages. One script for every place:
+# the Dockerfile calls it with "build" and "runtime", `make run` with "build runtime",
+# `make test` and CI with "all". It is quick when everything is already there.
+#
+#   scripts/install-deps.sh [build] [runtime] [test] [all]
+set -euo pipefail
+
+build=(gcc libc6-dev pkg-config libx264-dev libyuv-dev)
+runtime=(xvfb xauth openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
+         fonts-dejavu-core ca-certificates procps libx264-164 libyuv0)
+test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg)
+
+want=()
+[ $# -eq 0 ] && set -- all
+for group in "$@"; do
+  case "$group" in
+    build) want+=("${build[@]}") ;;
+    runtime) want+=("${runtime[@]}") ;;
+    test) want+=("${test[@]}") ;;
+    all) want+=("${build[@]}" "${runtime[@]}" "${test[@]}") ;;
+    *) echo "install-deps: unknown group '$group' (use build, runtime, test or all)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then sudo=sudo; else
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1
+  fi
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done" >&2
