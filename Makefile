@@ -1,0 +1,45 @@
+# deskenv: `make run` starts the appliance, `make test` runs every test.
+# Both install what they need first (scripts/install-deps.sh, shared with the Dockerfile).
+
+GO      ?= go
+BIN     := bin/deskenv
+ARGS    ?=
+NPM_DIRS := e2e/mcp-ts e2e/browser
+
+.PHONY: run build test deps deps-test npm vet bench clean
+
+run: deps build
+	./$(BIN) $(ARGS)
+
+build:
+	$(GO) build -o $(BIN) ./cmd/deskenv
+
+deps:
+	./scripts/install-deps.sh build runtime
+
+deps-test:
+	./scripts/install-deps.sh all
+
+# The browser and TypeScript-SDK tests need their npm packages (no browser download:
+# Playwright drives Debian's /usr/bin/chromium).
+npm:
+	@for d in $(NPM_DIRS); do \
+	  if [ -f $$d/package-lock.json ]; then \
+	    if [ ! -d $$d/node_modules ] || [ $$d/package-lock.json -nt $$d/node_modules ]; then \
+	      echo "npm ci in $$d"; npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
+	    fi; \
+	  fi; \
+	done
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+test: deps-test npm vet
+	$(GO) test -count=1 -timeout 30m ./...
+
+bench: deps-test npm build
+	$(GO) run ./cmd/deskbench all
+
+clean:
+	rm -rf bin

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything the appliance can be told, from flags or DESKENV_*
+// environment variables (a flag on the command line wins over the variable).
+type config struct {
+	Addr string
+
+	// display
+	Display   string
+	Screen    string
+	ModelSize string
+	WM        string
+	Apps      string
+	Home      string
+
+	// agents
+	MCPTools    string
+	ImageFormat string
+	JPEGQuality int
+	SettleQuiet time.Duration
+	SettleMax   time.Duration
+
+	// people
+	FPS         int
+	BitrateKbps int
+	Preset      string
+	ICEServers  string
+	NAT1To1     string
+	UDPPort     int
+	Policy      string
+	NoStream    bool
+
+	// control plane
+	Mode          string
+	Tasks         string
+	AgentToken    string
+	OperatorToken string
+	ViewerToken   string
+	TokensFile    string
+	Episodes      string
+
+	LogLevel  string
+	LogFormat string
+}
+
+func defaultConfig() config {
+	return config{
+		Screen:      "1280x800x24",
+		ModelSize:   "auto",
+		WM:          "openbox",
+		Apps:        "xterm",
+		MCPTools:    "computer,tools",
+		ImageFormat: "png",
+		JPEGQuality: 80,
+		SettleQuiet: 80 * time.Millisecond,
+		SettleMax:   2 * time.Second,
+		FPS:         30,
+		BitrateKbps: 4000,
+		Preset:      "ultrafast",
+		Policy:      "shared",
+		Mode:        "sim",
+		Episodes:    "episodes",
+		LogLevel:    "info",
+		LogFormat:   "text",
+	}
+}
+
+// flagSet registers every option on fs, with the environment variable it
+// also reads named in its usage line.
+func (c *config) flagSet(fs *flag.FlagSet) {
+	str := func(p *string, name, usage string) { fs.StringVar(p, name, *p, usage+envNote(name)) }
+	num := func(p *int, name, usage string) { fs.IntVar(p, name, *p, usage+envNote(name)) }
+	dur := func(p *time.Duration, name, usage string) { fs.DurationVar(p, name, *p, usage+envNote(name)) }
+
+	str(&c.Addr, "addr", "HTTP listen address; empty means 127.0.0.1:8080 when no tokens are configured (local only), else :8080")
+
+	str(&c.Display, "display", "attach to this existing X display (e.g. :0) instead of starting Xvfb")
+	str(&c.Screen, "screen", "Xvfb screen size WIDTHxHEIGHTxDEPTH")
+	str(&c.ModelSize, "model-size", "model space for coordinates and screenshots: auto (1024x768, 1280x800 or 1366x768 matching the screen's aspect), off (screen size), or WxH")
+	str(&c.WM, "wm", "window manager command line; empty for none")
+	str(&c.Apps, "apps", "session apps started on the desktop, separated by ';' (e.g. \"xterm;mousepad\"); empty for none")
+	str(&c.Home, "home", "the desktop user's home directory (default: $HOME)")
+
+	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action)")
+	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
+	num(&c.JPEGQuality, "jpeg-quality", "JPEG quality 1-100 when --image-format=jpeg")
+	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")
+	dur(&c.SettleMax, "settle-max", "the longest to wait for the screen to settle before taking the screenshot anyway")
+
+	num(&c.FPS, "fps", "video frames per second for viewers")
+	num(&c.BitrateKbps, "bitrate", "video bitrate in kbit/s")
+	str(&c.Preset, "preset", "x264 preset: ultrafast or superfast")
+	str(&c.ICEServers, "ice-servers", "STUN/TURN URLs for WebRTC, comma-separated (none needed on localhost)")
+	str(&c.NAT1To1, "nat-1to1", "public IP addresses to announce for WebRTC when behind 1:1 NAT, comma-separated")
+	num(&c.UDPPort, "udp-port", "serve all WebRTC media on this one UDP port (0: ephemeral ports)")
+	str(&c.Policy, "policy", "who may act: shared (agent and the person in control), human (agent actions refused while a person has control), agent (people watch only)")
+	fs.BoolVar(&c.NoStream, "no-stream", c.NoStream, "do not serve the browser stream"+envNote("no-stream"))
+
+	str(&c.Mode, "mode", "sim (reset, state and tasks on) or prod (off)")
+	str(&c.Tasks, "tasks", "directory of task files (*.json) loaded at start")
+	str(&c.AgentToken, "agent-token", "bearer token for agents (MCP only)")
+	str(&c.OperatorToken, "operator-token", "bearer token for operators (control plane and human control)")
+	str(&c.ViewerToken, "viewer-token", "bearer token for viewers (watch only)")
+	str(&c.TokensFile, "tokens-file", "file with lines ROLE=TOKEN (agent, operator, viewer)")
+	str(&c.Episodes, "episodes", "directory where episodes are recorded")
+
+	str(&c.LogLevel, "log-level", "debug, info, warn or error")
+	str(&c.LogFormat, "log-format", "text or json")
+}
+
+func envName(flagName string) string {
+	return "DESKENV_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func envNote(flagName string) string { return " [$" + envName(flagName) + "]" }
+
+// parseConfig reads flags from args and, for every flag not given there, its
+// environment variable.
+func parseConfig(name string, args []string, out io.Writer) (config, *flag.FlagSet, error) {
+	c := defaultConfig()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	c.flagSet(fs)
+	fs.Usage = func() { usage(fs, out) }
+	if err := fs.Parse(args); err != nil {
+		return c, fs, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || envErr != nil {
+			return
+		}
+		if v, ok := os.LookupEnv(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("environment variable %s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, fs, envErr
+	}
+	return c, fs, c.validate()
+}
+
+func (c *config) validate() error {
+	if _, _, _, err := c.screenSize(); err != nil {
+		return err
+	}
+	switch c.ImageFormat {
+	case "png", "jpeg":
+	default:
+		return fmt.Errorf("--image-format %q: use png or jpeg", c.ImageFormat)
+	}
+	if c.JPEGQuality < 1 || c.JPEGQuality > 100 {
+		return fmt.Errorf("--jpeg-quality %d: must be between 1 and 100", c.JPEGQuality)
+	}
+	if c.SettleQuiet <= 0 || c.SettleMax < c.SettleQuiet {
+		return fmt.Errorf("--settle-quiet %s and --settle-max %s: both must be positive, and max at least quiet", c.SettleQuiet, c.SettleMax)
+	}
+	for _, m := range splitList(c.MCPTools, ",") {
+		switch m {
+		case "computer", "tools":
+		default:
+			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, or both: computer,tools)", c.MCPTools, m)
+		}
+	}
+	if len(splitList(c.MCPTools, ",")) == 0 {
+		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools")
+	}
+	switch c.Mode {
+	case "sim", "prod":
+	default:
+		return fmt.Errorf("--mode %q: use sim or prod", c.Mode)
+	}
+	switch c.Policy {
+	case "shared", "human", "agent":
+	default:
+		return fmt.Errorf("--policy %q: use shared, human or agent", c.Policy)
+	}
+	if c.FPS < 1 || c.FPS > 60 {
+		return fmt.Errorf("--fps %d: must be between 1 and 60", c.FPS)
+	}
+	if c.BitrateKbps < 100 || c.BitrateKbps > 100000 {
+		return fmt.Errorf("--bitrate %d: must be between 100 and 100000 kbit/s", c.BitrateKbps)
+	}
+	if c.UDPPort < 0 || c.UDPPort > 65535 {
+		return fmt.Errorf("--udp-port %d: must be a port number", c.UDPPort)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("--log-format %q: use text or json", c.LogFormat)
+	}
+	return nil
+}
+
+func (c *config) screenSize() (w, h, depth int, err error) {
+	parts := strings.Split(strings.ToLower(c.Screen), "x")
+	if len(parts) == 2 {
+		parts = append(parts, "24")
+	}
+	if len(parts) != 3 {
+		return 0, 0, 0, fmt.Errorf("--screen %q: want WIDTHxHEIGHT or WIDTHxHEIGHTxDEPTH, e.g. 1280x800x24", c.Screen)
+	}
+	var v [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return 0, 0, 0, fmt.Errorf("--screen %q: %q is not a positive number", c.Screen, p)
+		}
+		v[i] = n
+	}
+	return v[0], v[1], v[2], nil
+}
+
+func (c *config) apps() [][]string {
+	var apps [][]string
+	for _, a := range splitList(c.Apps, ";") {
+		apps = append(apps, strings.Fields(a))
+	}
+	if apps == nil {
+		apps = [][]string{}
+	}
+	return apps
+}
+
+func (c *config) wm() []string {
+	f := strings.Fields(c.WM)
+	if f == nil {
+		f = []string{}
+	}
+	return f
+}
+
+func (c *config) logger(w io.Writer) *slog.Logger {
+	lvl, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: use debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func splitList(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, `deskenv: one Linux desktop for computer-use agents and people.
+
+Usage:
+  deskenv [flags]              start the appliance (Xvfb, MCP at /mcp, browser client at /)
+  deskenv mcp --stdio [flags]  serve MCP over stdin/stdout (for Claude Desktop and other stdio clients)
+  deskenv health [--url URL]   exit 0 when the appliance at URL answers /health (for container health checks)
+  deskenv version              print the version
+
+Every flag can also be set with the environment variable in brackets.
+
+Flags:
+`)
+	fs.PrintDefaults()
+}

@@ -1,0 +1,162 @@
+// Command deskenv is the appliance: one desktop served to agents over MCP, to
+// people over WebRTC in the browser, and to trainers over a control plane, all
+// from one HTTP server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch cmd {
+	case "serve":
+		err = serveCmd(ctx, args, stderr)
+	case "mcp":
+		err = mcpCmd(ctx, args, stdin, stdout, stderr)
+	case "health":
+		err = healthCmd(ctx, args, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "deskenv", version)
+	case "help":
+		_, fs, _ := parseConfig("deskenv", nil, stderr)
+		usage(fs, stdout)
+	default:
+		err = fmt.Errorf("unknown command %q (try: deskenv --help)", cmd)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "deskenv:", err)
+		return 1
+	}
+	return 0
+}
+
+func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, _, err := parseConfig("deskenv", args, stderr)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger(stderr)
+	app, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+
+	addr := cfg.Addr
+	if addr == "" {
+		addr = "127.0.0.1:8080"
+		if app.hasTokens() {
+			addr = ":8080"
+		}
+	}
+	srv := &http.Server{Addr: addr, Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	log.Info("deskenv is ready", "url", "http://"+displayAddr(addr)+"/", "mcp", "http://"+displayAddr(addr)+"/mcp", "display", app.display.Name())
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("HTTP server on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		log.Warn("HTTP shutdown", "err", err)
+	}
+	return nil
+}
+
+func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("deskenv mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	stdio := fs.Bool("stdio", false, "serve MCP over stdin/stdout")
+	// The rest of the flags are the appliance's; split them off.
+	var own, rest []string
+	for _, a := range args {
+		if a == "--stdio" || a == "-stdio" {
+			own = append(own, a)
+		} else {
+			rest = append(rest, a)
+		}
+	}
+	if err := fs.Parse(own); err != nil {
+		return err
+	}
+	if !*stdio {
+		return errors.New("deskenv mcp: only --stdio is supported here; for HTTP run `deskenv` and use /mcp")
+	}
+	cfg, _, err := parseConfig("deskenv mcp", rest, stderr)
+	if err != nil {
+		return err
+	}
+	// stdout carries the protocol: every log line goes to stderr.
+	log := cfg.logger(stderr)
+	cfg.NoStream = true
+	app, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	return app.mcp.ServeStdio(ctx, stdin, stdout)
+}
+
+func healthCmd(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("deskenv health", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := fs.String("url", "http://127.0.0.1:8080/health", "health endpoint to ask")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("health check: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+func displayAddr(addr string) string {
+	if len(addr) > 0 && addr[0] == ':' {
+		return "localhost" + addr
+	}
+	return addr
+}
