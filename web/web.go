@@ -1,0 +1,113 @@
+// Package web is the browser client: one page, plain JavaScript modules and
+// CSS with no build step, embedded in the binary. The page speaks the stream
+// protocol (docs/STREAM.md) to /stream/signal next to wherever it is served,
+// so it works at / as well as under a prefix such as /d/1/.
+package web
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+)
+
+//go:embed static
+var static embed.FS
+
+// contentSecurityPolicy allows only the page's own scripts and styles, and
+// websockets back to the same host for signalling.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
+	"img-src 'self' data:; media-src 'self' blob: mediastream:; connect-src 'self' ws: wss:; " +
+	"object-src 'none'; base-uri 'none'; form-action 'none'"
+
+type asset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+type handler struct {
+	assets map[string]asset // by URL path, "/" for the page
+}
+
+// Handler serves the browser client: the page at "/" and its files beside it.
+// Everything else is 404. Mount it at "/" (or under a prefix with
+// http.StripPrefix).
+func Handler() http.Handler {
+	h := &handler{assets: map[string]asset{}}
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := static.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		ctype := mime.TypeByExtension(path.Ext(p))
+		if ctype == "" {
+			ctype = "application/octet-stream"
+		}
+		sum := sha256.Sum256(body)
+		a := asset{body: body, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
+		name := strings.TrimPrefix(p, "static")
+		h.assets[name] = a
+		if name == "/index.html" {
+			h.assets["/"] = a
+		}
+		return nil
+	})
+	if err != nil {
+		// The files are compiled in: failing to read them is a broken build.
+		panic(fmt.Sprintf("web: reading embedded files: %v", err))
+	}
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		http.Error(w, "method not allowed: the browser client is read with GET", http.StatusMethodNotAllowed)
+		return
+	}
+	a, ok := h.assets[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", a.ctype)
+	hd.Set("ETag", a.etag)
+	// Revalidate every time: the files are small and an upgraded server must
+	// never run next to a stale cached script.
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	// The page URL may carry ?token=: never send it to anyone as a referrer.
+	hd.Set("Referrer-Policy", "no-referrer")
+	if strings.HasPrefix(a.ctype, "text/html") {
+		hd.Set("Content-Security-Policy", contentSecurityPolicy)
+	}
+	if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, a.etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	hd.Set("Content-Length", fmt.Sprint(len(a.body)))
+	if r.Method == http.MethodHead {
+		return
+	}
+	w.Write(a.body)
+}
+
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
