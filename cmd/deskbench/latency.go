@@ -1,0 +1,600 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/e2e/browser"
+	"github.com/deskenv/deskenv/internal/xprobe"
+)
+
+//go:embed latency_probe.js
+var latencyProbeJS string
+
+type latencyConfig struct {
+	width, height int
+	samples       int
+	motion        time.Duration
+	idle          time.Duration
+	fps           int
+	bitrate       int
+	stacks        string
+	jsonOut       string
+	verbose       bool
+}
+
+// Where the benchmark paints. The marker answers "when did the page show the
+// change"; the counter cell changes on every animation tick, so counting its
+// changes counts the distinct frames the page showed.
+const (
+	markerX, markerY, cell = 16, 16, 32
+	counterX               = 64
+)
+
+var (
+	markerPalette  = []uint32{0xff0000, 0x0000ff} // alternate, so every sample is a change
+	counterPalette = []uint32{0xff0000, 0x00ff00, 0x0000ff, 0xffff00, 0x00ffff, 0xff00ff}
+	background     = uint32(0x404040)
+)
+
+// stackResult is one stack's figures.
+type stackResult struct {
+	Stack          string    `json:"stack"`
+	Samples        int       `json:"samples"`
+	Lost           int       `json:"lost"`
+	LatencyMs      []float64 `json:"latency_ms,omitempty"`
+	P50, P95       float64   `json:"-"`
+	Min, Max, Mean float64   `json:"-"`
+	// Of the glass-to-glass time, until the last packet of the frame arrived
+	// (capture + encode + send), when the video element reports it.
+	ReceiveP50 float64 `json:"receive_p50_ms,omitempty"`
+	ShownFPS   float64 `json:"shown_fps"`
+	DecodedFPS float64 `json:"decoded_fps,omitempty"`
+	ServerCPU  float64 `json:"server_cpu_pct_motion"`
+	XvfbCPU    float64 `json:"xvfb_cpu_pct_motion"`
+	IdleCPU    float64 `json:"server_cpu_pct_idle"`
+	PaintedFPS float64 `json:"painted_fps"`
+	Notes      string  `json:"notes,omitempty"`
+}
+
+func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c := latencyConfig{}
+	fs := flag.NewFlagSet("latency", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&c.width, "width", 1280, "screen width")
+	fs.IntVar(&c.height, "height", 800, "screen height")
+	fs.IntVar(&c.samples, "samples", 60, "latency samples per stack")
+	fs.DurationVar(&c.motion, "motion", 10*time.Second, "how long to animate the screen for fps and CPU")
+	fs.DurationVar(&c.idle, "idle", 5*time.Second, "how long to measure CPU with the screen still")
+	fs.IntVar(&c.fps, "fps", 30, "deskenv stream frames per second")
+	fs.IntVar(&c.bitrate, "bitrate", 4000, "deskenv stream bitrate in kbit/s")
+	fs.StringVar(&c.stacks, "stacks", "deskenv,novnc", "stacks to measure, comma-separated: deskenv, novnc")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
+	fs.BoolVar(&c.verbose, "v", false, "show the browser's console")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if c.samples < 1 || c.motion <= 0 || c.idle <= 0 {
+		return fmt.Errorf("-samples must be at least 1 and -motion, -idle positive (got %d, %s, %s)", c.samples, c.motion, c.idle)
+	}
+	dir, err := browser.FindDir()
+	if err != nil {
+		return err
+	}
+	if err := browser.CheckDeps(dir); err != nil {
+		return err
+	}
+
+	d, err := display.Start(ctx, display.Config{Width: c.width, Height: c.height, WindowManager: []string{}, Apps: [][]string{}})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	probe, err := xprobe.Open(d.Name(), xprobe.Options{Background: background})
+	if err != nil {
+		return err
+	}
+	defer probe.Close()
+
+	var drvErr io.Writer
+	if c.verbose {
+		drvErr = stderr
+	}
+	drv, err := browser.Start(ctx, browser.Options{Dir: dir, Stderr: drvErr})
+	if err != nil {
+		return err
+	}
+	defer drv.Close()
+
+	var results []stackResult
+	for _, stack := range splitComma(c.stacks) {
+		fmt.Fprintf(stderr, "latency: measuring %s\n", stack)
+		var r stackResult
+		switch stack {
+		case "deskenv":
+			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr)
+		case "novnc":
+			r, err = measureNoVNC(ctx, c, d, probe, drv, dir, stderr)
+		default:
+			err = fmt.Errorf("-stacks: unknown stack %q (use deskenv, novnc)", stack)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", stack, err)
+		}
+		results = append(results, r)
+	}
+	printLatency(stdout, c, results)
+	if c.jsonOut != "" {
+		b, _ := json.MarshalIndent(map[string]any{"screen": fmt.Sprintf("%dx%d", c.width, c.height), "results": results}, "", "  ")
+		if err := os.WriteFile(c.jsonOut, b, 0o644); err != nil {
+			return fmt.Errorf("-json %s: %w", c.jsonOut, err)
+		}
+	}
+	return nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// child is a server process of one stack.
+type child struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+}
+
+func (ch *child) stop() {
+	if ch == nil || ch.cmd.Process == nil {
+		return
+	}
+	ch.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-ch.done:
+	case <-time.After(5 * time.Second):
+		ch.cmd.Process.Kill()
+		<-ch.done
+	}
+}
+
+// startServeChild runs this binary's latency-serve in its own process and
+// waits for the URL it serves.
+func startServeChild(ctx context.Context, stderr io.Writer, args ...string) (*child, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, append([]string{latencyServeCmd}, args...)...)
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", latencyServeCmd, err)
+	}
+	ch := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(ch.done) }()
+	urlc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "URL "); ok {
+				urlc <- u
+			}
+		}
+	}()
+	select {
+	case ch.url = <-urlc:
+		return ch, nil
+	case <-ch.done:
+		return nil, fmt.Errorf("%s %s exited before serving (see its messages above)", latencyServeCmd, strings.Join(args, " "))
+	case <-time.After(30 * time.Second):
+		ch.stop()
+		return nil, fmt.Errorf("%s did not start serving within 30 s", latencyServeCmd)
+	case <-ctx.Done():
+		ch.stop()
+		return nil, ctx.Err()
+	}
+}
+
+func measureDeskenv(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer) (stackResult, error) {
+	r := stackResult{Stack: "deskenv (WebRTC H.264)"}
+	srv, err := startServeChild(ctx, stderr, "-mode", "deskenv", "-display", d.Name(),
+		"-fps", strconv.Itoa(c.fps), "-bitrate", strconv.Itoa(c.bitrate))
+	if err != nil {
+		return r, err
+	}
+	defer srv.stop()
+	page := "deskenv"
+	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": srv.url, "width": c.width, "height": c.height + 30}, nil); err != nil {
+		return r, err
+	}
+	defer drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
+	if err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 20000,
+		"expr": `window.deskenv && deskenv.state === 'connected' && deskenv.video.videoWidth > 0`}, nil); err != nil {
+		return r, fmt.Errorf("the page did not connect and play: %w", err)
+	}
+	decoded := func() (float64, error) {
+		var s struct{ FramesDecoded float64 }
+		err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskenv.stats()`}, &s)
+		return s.FramesDecoded, err
+	}
+	return measure(ctx, c, probe, drv, page, "video", "#video", srv.cmd.Process.Pid, d, decoded, r)
+}
+
+func measureNoVNC(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer) (stackResult, error) {
+	r := stackResult{Stack: "x11vnc + noVNC"}
+	if _, err := exec.LookPath("x11vnc"); err != nil {
+		return r, errors.New("x11vnc is not installed: run scripts/install-deps.sh test")
+	}
+	port, err := freePort()
+	if err != nil {
+		return r, err
+	}
+	// x11vnc as a person would start it for one local viewer; its defaults
+	// use XDamage to find changes.
+	vnc := exec.Command("x11vnc", "-display", d.Name(), "-rfbport", strconv.Itoa(port), "-localhost",
+		"-nopw", "-forever", "-shared", "-quiet", "-noxrecord", "-noncache")
+	vnc.Stderr = nil
+	vnc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	if err := vnc.Start(); err != nil {
+		return r, fmt.Errorf("start x11vnc: %w", err)
+	}
+	vncDone := make(chan struct{})
+	go func() { vnc.Wait(); close(vncDone) }()
+	defer func() {
+		vnc.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-vncDone:
+		case <-time.After(5 * time.Second):
+			vnc.Process.Kill()
+			<-vncDone
+		}
+	}()
+	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", port), vncDone); err != nil {
+		return r, fmt.Errorf("x11vnc: %w", err)
+	}
+	srv, err := startServeChild(ctx, stderr, "-mode", "novnc", "-vnc", fmt.Sprintf("127.0.0.1:%d", port),
+		"-novnc", filepath.Join(dir, "node_modules", "@novnc", "novnc"))
+	if err != nil {
+		return r, err
+	}
+	defer srv.stop()
+	page := "novnc"
+	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": srv.url, "width": c.width, "height": c.height}, nil); err != nil {
+		return r, err
+	}
+	defer drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
+	if err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 20000,
+		"expr": `window.novnc && novnc.state === 'connected' && document.querySelector('#screen canvas')?.width > 0`}, nil); err != nil {
+		return r, fmt.Errorf("noVNC did not connect: %w", err)
+	}
+	// The VNC server process is x11vnc; the bridge child's CPU is added to it.
+	r.Notes = "server CPU = x11vnc + the websocket bridge"
+	return measure(ctx, c, probe, drv, page, "canvas", "#screen canvas", vnc.Process.Pid, d, nil, r, srv.cmd.Process.Pid)
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func waitTCP(ctx context.Context, addr string, died <-chan struct{}) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-died:
+			return errors.New("exited before listening")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("not listening on %s after 20 s", addr)
+}
+
+func rgb(c uint32) [3]int { return [3]int{int(c >> 16 & 0xff), int(c >> 8 & 0xff), int(c & 0xff)} }
+
+func palette(cs []uint32) [][3]int {
+	out := make([][3]int, len(cs))
+	for i, c := range cs {
+		out[i] = rgb(c)
+	}
+	return out
+}
+
+// clockOffset estimates page epoch time minus Go's wall clock, from the round
+// trip with the smallest delay.
+func clockOffset(ctx context.Context, drv *browser.Driver, page string) (float64, error) {
+	best, off := math.Inf(1), 0.0
+	for i := 0; i < 15; i++ {
+		a := time.Now()
+		var p float64
+		if err := drv.Do(ctx, "now", map[string]any{"page": page}, &p); err != nil {
+			return 0, err
+		}
+		b := time.Now()
+		if rtt := float64(b.Sub(a).Microseconds()) / 1000; rtt < best {
+			best = rtt
+			mid := float64(a.UnixMicro()+b.UnixMicro()) / 2000
+			off = p - mid
+		}
+	}
+	return off, nil
+}
+
+func measure(ctx context.Context, c latencyConfig, probe *xprobe.Probe, drv *browser.Driver, page, kind, selector string,
+	serverPID int, d *display.Display, decoded func() (float64, error), r stackResult, extraPIDs ...int) (stackResult, error) {
+	// A clean screen, then the watcher.
+	if err := probe.Fill(0, 0, c.width, c.height, background); err != nil {
+		return r, err
+	}
+	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": latencyProbeJS}, nil); err != nil {
+		return r, fmt.Errorf("inject the frame watcher: %w", err)
+	}
+	opts := map[string]any{
+		"kind": kind, "selector": selector, "screenW": c.width, "screenH": c.height,
+		"markerX": markerX + cell/2, "markerY": markerY + cell/2, "palette": palette(markerPalette),
+		"counterX": counterX + cell/2, "counterY": markerY + cell/2, "counterPalette": palette(counterPalette),
+	}
+	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `(o) => deskbench.start(o)`, "arg": opts}, nil); err != nil {
+		return r, fmt.Errorf("start the frame watcher: %w", err)
+	}
+	off, err := clockOffset(ctx, drv, page)
+	if err != nil {
+		return r, err
+	}
+
+	// Latency: paint the marker, wait for the page to show it.
+	var lat, recv []float64
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < c.samples+1; i++ {
+		want := i % len(markerPalette)
+		if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `(i) => deskbench.expect(i)`, "arg": want}, nil); err != nil {
+			return r, err
+		}
+		t0 := time.Now()
+		if err := probe.Fill(markerX, markerY, cell, cell, markerPalette[want]); err != nil {
+			return r, err
+		}
+		var res *struct{ T, Receive float64 }
+		err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "expr": `deskbench.take()`, "timeoutMs": 3000}, &res)
+		if i == 0 {
+			// The first change only aligns the marker; it may wait on a keyframe.
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		r.Samples++
+		if err != nil || res == nil {
+			r.Lost++
+			continue
+		}
+		t0ms := float64(t0.UnixMicro()) / 1000
+		lat = append(lat, res.T-off-t0ms)
+		if res.Receive > 0 {
+			recv = append(recv, res.Receive-off-t0ms)
+		}
+		// A random pause, so samples fall at every phase of the capture clock.
+		time.Sleep(time.Duration(60+rng.IntN(90)) * time.Millisecond)
+	}
+	r.LatencyMs = lat
+	if len(lat) > 0 {
+		s := slices.Clone(lat)
+		slices.Sort(s)
+		r.P50, r.P95, r.Min, r.Max = pct(s, 50), pct(s, 95), s[0], s[len(s)-1]
+		for _, v := range s {
+			r.Mean += v
+		}
+		r.Mean /= float64(len(s))
+	}
+	if len(recv) > 0 {
+		slices.Sort(recv)
+		r.ReceiveP50 = pct(recv, 50)
+	}
+
+	// Motion: boxes move over the whole screen at 60 Hz; count what the page shows.
+	type counts struct {
+		Frames, Changes float64
+		Error           string
+	}
+	var c0, c1 counts
+	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskbench.counts()`}, &c0); err != nil {
+		return r, err
+	}
+	var dec0, dec1 float64
+	if decoded != nil {
+		if dec0, err = decoded(); err != nil {
+			return r, err
+		}
+	}
+	pids := append([]int{serverPID}, extraPIDs...)
+	cpu0, x0 := cpuTicks(pids...), cpuTicks(xvfbPID(d))
+	start := time.Now()
+	painted, err := animate(ctx, probe, c, c.motion)
+	if err != nil {
+		return r, err
+	}
+	el := time.Since(start).Seconds()
+	cpu1, x1 := cpuTicks(pids...), cpuTicks(xvfbPID(d))
+	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskbench.counts()`}, &c1); err != nil {
+		return r, err
+	}
+	if c1.Error != "" {
+		return r, fmt.Errorf("frame watcher: %s", c1.Error)
+	}
+	if decoded != nil {
+		if dec1, err = decoded(); err != nil {
+			return r, err
+		}
+		r.DecodedFPS = (dec1 - dec0) / el
+	}
+	r.ShownFPS = (c1.Changes - c0.Changes) / el
+	r.PaintedFPS = float64(painted) / el
+	r.ServerCPU = 100 * (cpu1 - cpu0) / el
+	r.XvfbCPU = 100 * (x1 - x0) / el
+
+	// Idle: nothing changes.
+	if err := probe.Fill(0, 0, c.width, c.height, background); err != nil {
+		return r, err
+	}
+	time.Sleep(time.Second)
+	i0 := cpuTicks(pids...)
+	st := time.Now()
+	select {
+	case <-time.After(c.idle):
+	case <-ctx.Done():
+		return r, ctx.Err()
+	}
+	r.IdleCPU = 100 * (cpuTicks(pids...) - i0) / time.Since(st).Seconds()
+	return r, nil
+}
+
+// animate moves boxes over the screen at 60 Hz and steps the counter cell
+// each tick; it returns how many ticks it painted.
+func animate(ctx context.Context, probe *xprobe.Probe, c latencyConfig, dur time.Duration) (int, error) {
+	type box struct{ x, y, vx, vy, w, h int }
+	rng := rand.New(rand.NewPCG(3, 4))
+	colors := []uint32{0xe06c75, 0x98c379, 0xe5c07b, 0x61afef, 0xc678dd, 0x56b6c2, 0xffffff, 0x282c34}
+	top := markerY + cell + 16
+	boxes := make([]box, 24)
+	for i := range boxes {
+		w, h := 80+rng.IntN(160), 50+rng.IntN(110)
+		boxes[i] = box{x: rng.IntN(c.width - w), y: top + rng.IntN(c.height-top-h), vx: 3 + rng.IntN(9), vy: 2 + rng.IntN(7), w: w, h: h}
+	}
+	tick := time.NewTicker(time.Second / 60)
+	defer tick.Stop()
+	end := time.Now().Add(dur)
+	n := 0
+	for time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return n, ctx.Err()
+		case <-tick.C:
+		}
+		if err := probe.Fill(0, top, c.width, c.height-top, background); err != nil {
+			return n, err
+		}
+		for i := range boxes {
+			b := &boxes[i]
+			b.x += b.vx
+			b.y += b.vy
+			if b.x < 0 || b.x+b.w > c.width {
+				b.vx = -b.vx
+				b.x += 2 * b.vx
+			}
+			if b.y < top || b.y+b.h > c.height {
+				b.vy = -b.vy
+				b.y += 2 * b.vy
+			}
+			if err := probe.Fill(b.x, b.y, b.w, b.h, colors[i%len(colors)]); err != nil {
+				return n, err
+			}
+		}
+		n++
+		if err := probe.Fill(counterX, markerY, cell, cell, counterPalette[n%len(counterPalette)]); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func pct(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// cpuTicks is the CPU time in seconds the processes have used so far (their
+// threads included), from /proc/PID/stat.
+func cpuTicks(pids ...int) float64 {
+	const hz = 100 // USER_HZ, fixed at 100 on Linux for /proc
+	total := 0.0
+	for _, pid := range pids {
+		if pid <= 0 {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		// Fields after the command name, which may hold spaces, in parentheses.
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		total += (ut + st) / hz
+	}
+	return total
+}
+
+func xvfbPID(d *display.Display) int { return d.ServerPID() }
+
+func printLatency(w io.Writer, c latencyConfig, rs []stackResult) {
+	fmt.Fprintf(w, "glass-to-glass latency, loopback, %dx%d, headless Chromium (software decode), %s\n", c.width, c.height, time.Now().Format("2006-01-02"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "stack\tsamples\tlost\tp50 ms\tp95 ms\tmin\tmax\tmean\tshown fps\tdecoded fps\tserver CPU %\tXvfb CPU %\tidle CPU %\t")
+	for _, r := range rs {
+		dec := "-"
+		if r.DecodedFPS > 0 {
+			dec = fmt.Sprintf("%.1f", r.DecodedFPS)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%.1f\t%.1f\t%.2f\t\n",
+			r.Stack, r.Samples, r.Lost, r.P50, r.P95, r.Min, r.Max, r.Mean, r.ShownFPS, dec, r.ServerCPU, r.XvfbCPU, r.IdleCPU)
+	}
+	tw.Flush()
+	for _, r := range rs {
+		if r.ReceiveP50 > 0 {
+			fmt.Fprintf(w, "%s: p50 until the frame's last packet arrived: %.1f ms (rest is decode + render)\n", r.Stack, r.ReceiveP50)
+		}
+		if r.PaintedFPS > 0 {
+			fmt.Fprintf(w, "%s: motion painted at %.1f fps; CPU %% is of one core\n", r.Stack, r.PaintedFPS)
+		}
+		if r.Notes != "" {
+			fmt.Fprintf(w, "%s: %s\n", r.Stack, r.Notes)
+		}
+	}
+}
