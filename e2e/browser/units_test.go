@@ -214,7 +214,8 @@ func TestWheelNotches(t *testing.T) {
 		{"trackpad pixels accumulate", []step{{0, 40, 0}, {0, 40, 0}, {0, 40, 0}}, [][2]int{{0, 0}, {0, 0}, {0, 1}}},
 		{"lines: three per notch", []step{{0, 3, 1}, {0, -6, 1}}, [][2]int{{0, 1}, {0, -2}}},
 		{"pages: one per notch", []step{{1, 0, 2}}, [][2]int{{1, 0}}},
-		{"up and down cancel", []step{{0, 60, 0}, {0, -60, 0}, {0, 100, 0}}, [][2]int{{0, 0}, {0, 0}, {0, 1}}},
+		{"turning back starts afresh", []step{{0, 250, 0}, {0, -100, 0}}, [][2]int{{0, 2}, {0, -1}}},
+		{"part notch then back", []step{{0, 60, 0}, {0, -60, 0}, {0, 100, 0}}, [][2]int{{0, 0}, {0, 0}, {0, 1}}},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

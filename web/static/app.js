@@ -251,7 +251,7 @@ session.addEventListener('input', renderControl);
 session.addEventListener('servererror', (e) => toast(e.detail.message || e.detail.code || 'server error', 4000));
 session.addEventListener('inputerror', (e) => toast(e.detail.message || 'input refused', 3000));
 session.addEventListener('rtt', (e) => {
-  el.rtt.textContent = `${Math.round(e.detail.smoothed)} ms`;
+  el.rtt.textContent = `${Math.round(e.detail.ms)} ms`;
 });
 
 let last = null;

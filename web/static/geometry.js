@@ -42,6 +42,10 @@ export class WheelAccumulator {
   /** add takes a WheelEvent's deltaX/deltaY/deltaMode and returns whole notches {dx, dy}. */
   add(deltaX, deltaY, deltaMode) {
     const unit = deltaMode === 1 ? 1 / this.lpn : deltaMode === 2 ? 1 : 1 / this.ppn;
+    // Turning the wheel back starts afresh: a leftover part-notch the other
+    // way must not swallow the first notch of the new direction.
+    if (deltaX * this.ax < 0) this.ax = 0;
+    if (deltaY * this.ay < 0) this.ay = 0;
     this.ax += deltaX * unit;
     this.ay += deltaY * unit;
     const dx = Math.trunc(this.ax), dy = Math.trunc(this.ay);

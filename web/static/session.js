@@ -197,7 +197,7 @@ export class Session extends EventTarget {
     };
     ws.onclose = (ev) => {
       if (gen !== this.gen) return;
-      const why = ev.reason ? `: ${ev.reason}` : ev.code === 1006 ? ' (refused or network lost)' : ` (code ${ev.code})`;
+      const why = ev.reason ? `: ${ev.reason}` : ev.code === 1006 ? ': refused or network lost' : `: code ${ev.code}`;
       this.#lost(gen, `signalling closed${why}`);
     };
   }
