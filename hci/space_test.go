@@ -20,7 +20,7 @@ func TestNewSpace(t *testing.T) {
 		{3840, 2160, "auto", 1366, 768, ""},
 		{1600, 1200, "auto", 1024, 768, ""},
 		{1024, 768, "auto", 1024, 768, ""},
-		{800, 600, "auto", 800, 600, ""},    // 4:3 but smaller than XGA: not scaled up
+		{800, 600, "auto", 800, 600, ""},     // 4:3 but smaller than XGA: not scaled up
 		{1280, 1024, "auto", 1280, 1024, ""}, // 5:4 matches no target
 		{1366, 768, "AUTO", 1366, 768, ""},
 		{1920, 1200, "off", 1920, 1200, ""},

@@ -1,0 +1,540 @@
+package hci
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// Action is exactly the input of Anthropic's computer_20251124 tool_use, so a
+// model's tool call executes unchanged and a human demonstration reduces to
+// the same thing.
+type Action struct {
+	Action          string   `json:"action"`
+	Coordinate      []int    `json:"coordinate,omitempty"`       // [x,y] model space
+	StartCoordinate []int    `json:"start_coordinate,omitempty"` // left_click_drag
+	Region          []int    `json:"region,omitempty"`           // zoom [x0,y0,x1,y1] model space
+	Text            string   `json:"text,omitempty"`             // type text / key chord / click+scroll modifiers
+	Key             string   `json:"key,omitempty"`              // the quickstart demo's click modifiers (accept both text and key)
+	ScrollDirection string   `json:"scroll_direction,omitempty"`
+	ScrollAmount    *int     `json:"scroll_amount,omitempty"`
+	Duration        *float64 `json:"duration,omitempty"`
+}
+
+// The action names, as in computer_20251124.
+const (
+	ActScreenshot     = "screenshot"
+	ActLeftClick      = "left_click"
+	ActRightClick     = "right_click"
+	ActMiddleClick    = "middle_click"
+	ActDoubleClick    = "double_click"
+	ActTripleClick    = "triple_click"
+	ActMouseMove      = "mouse_move"
+	ActLeftClickDrag  = "left_click_drag"
+	ActLeftMouseDown  = "left_mouse_down"
+	ActLeftMouseUp    = "left_mouse_up"
+	ActScroll         = "scroll"
+	ActType           = "type"
+	ActKey            = "key"
+	ActHoldKey        = "hold_key"
+	ActWait           = "wait"
+	ActCursorPosition = "cursor_position"
+	ActZoom           = "zoom"
+)
+
+// Limits on action fields.
+const (
+	MaxTextBytes       = 64 << 10 // type text
+	MaxKeyTextBytes    = 1 << 10  // key and hold_key chords, click modifiers
+	MaxDuration        = 100.0    // seconds, hold_key and wait (the reference allows 0..100)
+	MaxScrollAmount    = 100      // notches
+	DefaultScrollNotch = 3        // scroll_amount when omitted, as in the reference best practices
+)
+
+var actionNames = []string{
+	ActScreenshot, ActLeftClick, ActRightClick, ActMiddleClick, ActDoubleClick, ActTripleClick,
+	ActMouseMove, ActLeftClickDrag, ActLeftMouseDown, ActLeftMouseUp, ActScroll, ActType,
+	ActKey, ActHoldKey, ActWait, ActCursorPosition, ActZoom,
+}
+
+// Actions returns the 17 action names in the order DESIGN.md lists them.
+func Actions() []string { return append([]string(nil), actionNames...) }
+
+// field names, for messages and the unknown-field check.
+var fieldNames = []string{"action", "coordinate", "start_coordinate", "region", "text", "key",
+	"scroll_direction", "scroll_amount", "duration"}
+
+// ParseAction decodes a tool_use input strictly: an unknown field, a field of
+// the wrong JSON type or a non-integer coordinate is an error saying which
+// field and what is allowed. A null field counts as absent. It does not check
+// values against a screen; call Validate for that.
+func ParseAction(raw []byte) (Action, error) {
+	var a Action
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return a, errors.New("empty action: expected a JSON object such as {\"action\":\"screenshot\"}")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return a, fmt.Errorf("action must be a JSON object, got %s", te.Value)
+		}
+		return a, fmt.Errorf("action is not valid JSON: %w", err)
+	}
+	if fields == nil {
+		return a, errors.New("action must be a JSON object, got null")
+	}
+	var unknown []string
+	for k := range fields {
+		if !containsString(fieldNames, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		msg := fmt.Sprintf("unknown field %q", unknown[0])
+		if len(unknown) > 1 {
+			msg = fmt.Sprintf("unknown fields %q", unknown)
+		}
+		if s := closestField(unknown[0]); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		return a, fmt.Errorf("%s; allowed fields are %s", msg, strings.Join(fieldNames, ", "))
+	}
+	get := func(name string) (json.RawMessage, bool) {
+		v, ok := fields[name]
+		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return nil, false
+		}
+		return v, true
+	}
+	var err error
+	if v, ok := get("action"); ok {
+		if a.Action, err = decodeString("action", v); err != nil {
+			return a, err
+		}
+	}
+	if a.Action == "" {
+		return a, fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
+	}
+	if v, ok := get("coordinate"); ok {
+		if a.Coordinate, err = decodeInts("coordinate", v, 2, "[x, y]"); err != nil {
+			return a, err
+		}
+	}
+	if v, ok := get("start_coordinate"); ok {
+		if a.StartCoordinate, err = decodeInts("start_coordinate", v, 2, "[x, y]"); err != nil {
+			return a, err
+		}
+	}
+	if v, ok := get("region"); ok {
+		if a.Region, err = decodeInts("region", v, 4, "[x0, y0, x1, y1]"); err != nil {
+			return a, err
+		}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"text", &a.Text}, {"key", &a.Key}, {"scroll_direction", &a.ScrollDirection}} {
+		if v, ok := get(f.name); ok {
+			if *f.dst, err = decodeString(f.name, v); err != nil {
+				return a, err
+			}
+		}
+	}
+	if v, ok := get("scroll_amount"); ok {
+		n, err := decodeInt("scroll_amount", v)
+		if err != nil {
+			return a, err
+		}
+		a.ScrollAmount = &n
+	}
+	if v, ok := get("duration"); ok {
+		var d float64
+		if err := json.Unmarshal(v, &d); err != nil {
+			return a, fmt.Errorf("duration must be a number of seconds, got %s", jsonKind(v))
+		}
+		a.Duration = &d
+	}
+	return a, nil
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func closestField(name string) string {
+	best, bestD := "", 3
+	for _, f := range fieldNames {
+		if d := editDistance(strings.ToLower(name), f); d < bestD {
+			best, bestD = f, d
+		}
+	}
+	// "coordinates", "startCoordinate" and similar are common slips.
+	if best == "" {
+		n := strings.ToLower(strings.ReplaceAll(name, "_", ""))
+		for _, f := range fieldNames {
+			if strings.ReplaceAll(f, "_", "") == n || strings.ReplaceAll(f, "_", "")+"s" == n {
+				return f
+			}
+		}
+	}
+	return best
+}
+
+// jsonKind names the JSON type of v for error messages.
+func jsonKind(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case '"':
+		return "string " + truncate(string(v), 40)
+	case '[':
+		return "array " + truncate(string(v), 40)
+	case '{':
+		return "object"
+	case 't', 'f':
+		return "boolean " + string(v)
+	case 'n':
+		return "null"
+	default:
+		return "number " + truncate(string(v), 40)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func decodeString(name string, v json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", fmt.Errorf("%s must be a string, got %s", name, jsonKind(v))
+	}
+	return s, nil
+}
+
+// decodeInt accepts a JSON number with an integral value (3 or 3.0).
+func decodeInt(name string, v json.RawMessage) (int, error) {
+	var f float64
+	if err := json.Unmarshal(v, &f); err != nil {
+		return 0, fmt.Errorf("%s must be an integer, got %s", name, jsonKind(v))
+	}
+	if f != math.Trunc(f) || math.Abs(f) > 1<<31 {
+		return 0, fmt.Errorf("%s must be an integer, got %s", name, jsonKind(v))
+	}
+	return int(f), nil
+}
+
+func decodeInts(name string, v json.RawMessage, n int, shape string) ([]int, error) {
+	want := fmt.Sprintf("%s must be an array of %d non-negative integers %s", name, n, shape)
+	var raw []json.RawMessage
+	if err := json.Unmarshal(v, &raw); err != nil {
+		// Some models send "[500, 375]" or "500,375" as a string; say so plainly
+		// rather than guessing.
+		return nil, fmt.Errorf("%s, got %s", want, jsonKind(v))
+	}
+	if len(raw) != n {
+		return nil, fmt.Errorf("%s, got %d values", want, len(raw))
+	}
+	out := make([]int, n)
+	for i, e := range raw {
+		var f float64
+		if err := json.Unmarshal(e, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<31 {
+			return nil, fmt.Errorf("%s, got %s at index %d", want, jsonKind(e), i)
+		}
+		out[i] = int(f)
+	}
+	return out, nil
+}
+
+// field presence masks for Validate.
+const (
+	fCoord = 1 << iota
+	fStart
+	fRegion
+	fText
+	fKey
+	fDir
+	fAmount
+	fDuration
+)
+
+var fieldLabel = map[int]string{fCoord: "coordinate", fStart: "start_coordinate", fRegion: "region",
+	fText: "text", fKey: "key", fDir: "scroll_direction", fAmount: "scroll_amount", fDuration: "duration"}
+
+// actionFields says, per action, which fields it requires and which it accepts.
+var actionFields = map[string]struct{ required, allowed int }{
+	ActScreenshot:     {0, 0},
+	ActLeftClick:      {0, fCoord | fText | fKey},
+	ActRightClick:     {0, fCoord | fText | fKey},
+	ActMiddleClick:    {0, fCoord | fText | fKey},
+	ActDoubleClick:    {0, fCoord | fText | fKey},
+	ActTripleClick:    {0, fCoord | fText | fKey},
+	ActMouseMove:      {fCoord, fCoord},
+	ActLeftClickDrag:  {fCoord | fStart, fCoord | fStart | fText | fKey},
+	ActLeftMouseDown:  {0, fCoord},
+	ActLeftMouseUp:    {0, fCoord},
+	ActScroll:         {fDir, fCoord | fDir | fAmount | fText | fKey},
+	ActType:           {fText, fText},
+	ActKey:            {fText, fText},
+	ActHoldKey:        {fText | fDuration, fText | fDuration},
+	ActWait:           {fDuration, fDuration},
+	ActCursorPosition: {0, 0},
+	ActZoom:           {fRegion, fRegion},
+}
+
+func (a Action) present() int {
+	m := 0
+	if a.Coordinate != nil {
+		m |= fCoord
+	}
+	if a.StartCoordinate != nil {
+		m |= fStart
+	}
+	if a.Region != nil {
+		m |= fRegion
+	}
+	if a.Text != "" {
+		m |= fText
+	}
+	if a.Key != "" {
+		m |= fKey
+	}
+	if a.ScrollDirection != "" {
+		m |= fDir
+	}
+	if a.ScrollAmount != nil {
+		m |= fAmount
+	}
+	if a.Duration != nil {
+		m |= fDuration
+	}
+	return m
+}
+
+// Validate checks a against model space s: the action is known, its required
+// fields are there and no others, coordinates and regions lie inside model
+// space (an error, never a clamp), key names resolve, text is valid UTF-8 of
+// at most MaxTextBytes with no control characters but newline and tab,
+// duration is 0..100 s and scroll_amount 1..100 notches.
+func (a Action) Validate(s Space) error {
+	spec, ok := actionFields[a.Action]
+	if !ok {
+		if a.Action == "" {
+			return fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
+		}
+		msg := fmt.Sprintf("unknown action %q", a.Action)
+		best, bestD := "", 3
+		for _, n := range actionNames {
+			if d := editDistance(strings.ToLower(a.Action), n); d < bestD {
+				best, bestD = n, d
+			}
+		}
+		if best != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", best)
+		}
+		return fmt.Errorf("%s; known actions: %s", msg, strings.Join(actionNames, ", "))
+	}
+	if err := s.Check(); err != nil {
+		return fmt.Errorf("cannot check %s: %w", a.Action, err)
+	}
+	have := a.present()
+	for bit := fCoord; bit <= fDuration; bit <<= 1 {
+		if spec.required&bit != 0 && have&bit == 0 {
+			return fmt.Errorf("%s requires %s%s", a.Action, fieldLabel[bit], fieldHint(a.Action, bit))
+		}
+		if spec.allowed&bit == 0 && have&bit != 0 {
+			return fmt.Errorf("%s does not take %s%s", a.Action, fieldLabel[bit], notAllowedHint(a.Action, bit))
+		}
+	}
+	if a.Coordinate != nil {
+		if err := checkPoint("coordinate", a.Coordinate, s); err != nil {
+			return fmt.Errorf("%s: %w", a.Action, err)
+		}
+	}
+	if a.StartCoordinate != nil {
+		if err := checkPoint("start_coordinate", a.StartCoordinate, s); err != nil {
+			return fmt.Errorf("%s: %w", a.Action, err)
+		}
+	}
+	if a.Region != nil {
+		if err := checkRegion(a.Region, s); err != nil {
+			return fmt.Errorf("%s: %w", a.Action, err)
+		}
+	}
+	if have&(fText|fKey) != 0 {
+		if err := a.checkText(); err != nil {
+			return fmt.Errorf("%s: %w", a.Action, err)
+		}
+	}
+	if a.Action == ActScroll {
+		switch a.ScrollDirection {
+		case "up", "down", "left", "right":
+		default:
+			return fmt.Errorf("scroll: scroll_direction must be one of up, down, left, right, got %q", a.ScrollDirection)
+		}
+		if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
+			return fmt.Errorf("scroll: scroll_amount must be a number of wheel notches from 1 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
+		}
+	}
+	if a.Duration != nil {
+		d := *a.Duration
+		if math.IsNaN(d) || d < 0 || d > MaxDuration {
+			return fmt.Errorf("%s: duration must be between 0 and %g seconds, got %g", a.Action, MaxDuration, d)
+		}
+	}
+	return nil
+}
+
+func fieldHint(action string, bit int) string {
+	switch {
+	case bit == fCoord:
+		return " [x, y] in screenshot pixels"
+	case bit == fStart:
+		return " [x, y]: where the drag starts (coordinate is where it ends)"
+	case bit == fRegion:
+		return " [x0, y0, x1, y1] in screenshot pixels"
+	case bit == fText && action == ActType:
+		return ": the text to type"
+	case bit == fText:
+		return ": key names joined by +, such as ctrl+s or Return"
+	case bit == fDir:
+		return ": up, down, left or right"
+	case bit == fDuration:
+		return " in seconds (0 to 100)"
+	}
+	return ""
+}
+
+func notAllowedHint(action string, bit int) string {
+	switch {
+	case action == ActKey && bit == fKey, action == ActHoldKey && bit == fKey:
+		return " (put the chord in text)"
+	case bit == fText && (action == ActLeftMouseDown || action == ActLeftMouseUp):
+		return " (hold modifiers with hold_key, or use left_click with text)"
+	}
+	return ""
+}
+
+func checkPoint(name string, p []int, s Space) error {
+	if len(p) != 2 {
+		return fmt.Errorf("%s must be an array of 2 non-negative integers [x, y], got %d values", name, len(p))
+	}
+	x, y := p[0], p[1]
+	if !s.InModel(x, y) {
+		return fmt.Errorf("%s [%d, %d] is outside the %dx%d screenshot: x must be 0..%d and y 0..%d",
+			name, x, y, s.ModelW, s.ModelH, s.ModelW-1, s.ModelH-1)
+	}
+	return nil
+}
+
+func checkRegion(r []int, s Space) error {
+	if len(r) != 4 {
+		return fmt.Errorf("region must be an array of 4 non-negative integers [x0, y0, x1, y1], got %d values", len(r))
+	}
+	x0, y0, x1, y1 := r[0], r[1], r[2], r[3]
+	switch {
+	case x0 < 0 || y0 < 0 || x1 < 0 || y1 < 0:
+		return fmt.Errorf("region %v has a negative value: all four must be non-negative", r)
+	case x0 >= x1 || y0 >= y1:
+		return fmt.Errorf("region %v is empty or inverted: it must satisfy x0 < x1 and y0 < y1 ([left, top, right, bottom])", r)
+	case x1 > s.ModelW || y1 > s.ModelH:
+		return fmt.Errorf("region %v extends past the %dx%d screenshot: x1 must be at most %d and y1 at most %d",
+			r, s.ModelW, s.ModelH, s.ModelW, s.ModelH)
+	}
+	return nil
+}
+
+func (a Action) checkText() error {
+	if a.Text != "" && a.Key != "" && a.Text != a.Key {
+		return fmt.Errorf("text %q and key %q both name modifiers; give one of them", truncate(a.Text, 40), truncate(a.Key, 40))
+	}
+	if !utf8.ValidString(a.Text) || !utf8.ValidString(a.Key) {
+		return errors.New("text is not valid UTF-8")
+	}
+	if a.Action == ActType {
+		if len(a.Text) > MaxTextBytes {
+			return fmt.Errorf("text is %d bytes; at most %d (64 KiB) are typed in one action, split it", len(a.Text), MaxTextBytes)
+		}
+		for i, r := range a.Text {
+			if r == '\n' || r == '\r' || r == '\t' {
+				continue
+			}
+			if KeysymForRune(r) == 0 || r == '\b' || r == 0x1b || r == 0x7f {
+				return fmt.Errorf("text has the control character %U at byte %d; only newline and tab are typed (press other keys with the key action)", r, i)
+			}
+		}
+		return nil
+	}
+	chord := a.Text
+	if chord == "" {
+		chord = a.Key
+	}
+	if len(chord) > MaxKeyTextBytes {
+		return fmt.Errorf("key text is %d bytes; at most %d are allowed", len(chord), MaxKeyTextBytes)
+	}
+	var err error
+	if a.Action == ActKey || a.Action == ActHoldKey {
+		_, err = ParseKeys(chord)
+	} else {
+		_, err = ParseChord(chord)
+		if err != nil {
+			err = fmt.Errorf("modifiers: %w", err)
+		}
+	}
+	return err
+}
+
+// Modifiers returns the keys to hold during a click, drag or scroll (from text
+// or key), nil when none.
+func (a Action) Modifiers() ([]Keysym, error) {
+	m := a.Text
+	if m == "" {
+		m = a.Key
+	}
+	if m == "" {
+		return nil, nil
+	}
+	return ParseChord(m)
+}
+
+// Mutates reports whether the action can change the desktop. screenshot,
+// cursor_position, zoom and wait do not (wait still returns a screenshot).
+func (a Action) Mutates() bool {
+	switch a.Action {
+	case ActScreenshot, ActCursorPosition, ActZoom, ActWait:
+		return false
+	}
+	_, known := actionFields[a.Action]
+	return known
+}
+
+// String is the action as compact JSON, for logs.
+func (a Action) String() string {
+	b, err := json.Marshal(a)
+	if err != nil {
+		return a.Action
+	}
+	return string(b)
+}
