@@ -1,0 +1,142 @@
+package control
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const (
+	agentTok    = "agent-token-0123456789"
+	operatorTok = "operator-token-0123456789"
+	viewerTok   = "viewer-token-0123456789"
+)
+
+func testAuth(t *testing.T) *Auth {
+	t.Helper()
+	a, err := NewAuth(AuthConfig{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestAuthRequire(t *testing.T) {
+	a := testAuth(t)
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	cases := []struct {
+		name   string
+		need   []Role
+		header string
+		query  string
+		status int
+		msg    string
+	}{
+		{"operator on control", []Role{RoleOperator}, "Bearer " + operatorTok, "", 204, ""},
+		{"agent on control", []Role{RoleOperator}, "Bearer " + agentTok, "", 403, "this token is for agents (MCP); the control plane needs an operator token"},
+		{"viewer on control", []Role{RoleOperator}, "Bearer " + viewerTok, "", 403, "viewers (watch only)"},
+		{"no token", []Role{RoleOperator}, "", "", 401, "no bearer token"},
+		{"wrong token", []Role{RoleOperator}, "Bearer not-a-valid-token-at-all", "", 401, "not valid"},
+		{"basic scheme", []Role{RoleOperator}, "Basic b3A6b3A=", "", 401, "no bearer token"},
+		{"operator watches", []Role{RoleViewer}, "Bearer " + operatorTok, "", 204, ""},
+		{"viewer watches", []Role{RoleViewer}, "Bearer " + viewerTok, "", 204, ""},
+		{"agent cannot watch", []Role{RoleViewer}, "Bearer " + agentTok, "", 403, "agents"},
+		{"agent on mcp", []Role{RoleAgent}, "Bearer " + agentTok, "", 204, ""},
+		{"operator is not an agent", []Role{RoleAgent}, "Bearer " + operatorTok, "", 403, "role agent"},
+		{"token in query", []Role{RoleViewer}, "", "token=" + viewerTok, 204, ""},
+		{"lower-case scheme", []Role{RoleOperator}, "bearer " + operatorTok, "", 204, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/api/state?"+c.query, nil)
+			if c.header != "" {
+				r.Header.Set("Authorization", c.header)
+			}
+			w := httptest.NewRecorder()
+			a.Require(c.need...)(ok).ServeHTTP(w, r)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d (body %s)", w.Code, c.status, w.Body)
+			}
+			if c.status == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer ") {
+				t.Errorf("401 without a Bearer WWW-Authenticate header: %q", w.Header().Get("WWW-Authenticate"))
+			}
+			if c.msg != "" {
+				var body struct{ Error string }
+				json.Unmarshal(w.Body.Bytes(), &body)
+				if !strings.Contains(body.Error, c.msg) {
+					t.Errorf("error %q does not say %q", body.Error, c.msg)
+				}
+			}
+		})
+	}
+}
+
+func TestAuthLocalMode(t *testing.T) {
+	a, err := NewAuth(AuthConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Local() {
+		t.Fatal("an Auth without tokens is not in local mode")
+	}
+	for _, need := range []Role{RoleAgent, RoleOperator, RoleViewer} {
+		w := httptest.NewRecorder()
+		a.Require(need)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 204 {
+			t.Errorf("local mode refused a %s endpoint: %d", need, w.Code)
+		}
+	}
+}
+
+func TestAuthConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := func(body string) string {
+		p := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+		os.WriteFile(p, []byte(body), 0o600)
+		return p
+	}
+	cases := []struct {
+		name string
+		cfg  func() AuthConfig
+		want string
+	}{
+		{"short token", func() AuthConfig { return AuthConfig{OperatorToken: "short"} }, "at least 16"},
+		{"same token twice", func() AuthConfig { return AuthConfig{OperatorToken: operatorTok, AgentToken: operatorTok} }, "both roles"},
+		{"bad role in file", func() AuthConfig { return AuthConfig{TokensFile: file("admin=" + operatorTok + "\n")} }, "line 1: unknown role \"admin\""},
+		{"no equals in file", func() AuthConfig { return AuthConfig{TokensFile: file("# tokens\n\noperator " + operatorTok + "\n")} }, "line 3: want ROLE=TOKEN"},
+		{"empty token in file", func() AuthConfig { return AuthConfig{TokensFile: file("viewer=\n")} }, "line 1: the token for viewer is empty"},
+		{"missing file", func() AuthConfig { return AuthConfig{TokensFile: filepath.Join(dir, "none")} }, "tokens file"},
+		{"space in token", func() AuthConfig { return AuthConfig{Tokens: []Token{{RoleViewer, "a b c d e f g h i j k l"}}} }, "white space"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewAuth(c.cfg())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("NewAuth = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestAuthTokensFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tokens")
+	os.WriteFile(p, []byte("# deskenv tokens\nOPERATOR = "+operatorTok+"\nviewer="+viewerTok+"\nviewer="+viewerTok+"-second\n"), 0o600)
+	a, err := NewAuth(AuthConfig{TokensFile: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tok, want := range map[string]Role{operatorTok: RoleOperator, viewerTok: RoleViewer, viewerTok + "-second": RoleViewer} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+tok)
+		if got, err := a.RoleOf(r); err != nil || got != want {
+			t.Errorf("RoleOf(%s) = %s, %v; want %s", tok, got, err, want)
+		}
+	}
+	if a.Has(RoleAgent) || !a.Has(RoleViewer) {
+		t.Errorf("Has: agent %v viewer %v, want false and true", a.Has(RoleAgent), a.Has(RoleViewer))
+	}
+}
