@@ -1,0 +1,148 @@
+package hci
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Source says who sent an action or input event.
+type Source string
+
+// The sources deskenv knows.
+const (
+	SourceAgent  Source = "agent"
+	SourceHuman  Source = "human"
+	SourceScript Source = "script"
+	SourceReplay Source = "replay"
+)
+
+// Event kinds.
+const (
+	KindAction = "action" // an Action run through Executor.Do
+	KindInput  = "input"  // a primitive (key, button, motion, wheel) from a person
+)
+
+// Input types.
+const (
+	InputKeyDown    = "key_down"
+	InputKeyUp      = "key_up"
+	InputButtonDown = "button_down"
+	InputButtonUp   = "button_up"
+	InputMotion     = "motion"
+	InputWheel      = "wheel"
+)
+
+// Event is one executed action or input primitive, published on the Bus
+// whoever sent it. Subscribers must treat Action and Input as read-only.
+type Event struct {
+	Seq      uint64        `json:"seq"`
+	Time     time.Time     `json:"time"` // wall clock when execution started
+	Mono     time.Duration `json:"mono"` // since the executor started, monotonic
+	Source   Source        `json:"source"`
+	Kind     string        `json:"kind"` // KindAction or KindInput
+	Action   *Action       `json:"action,omitempty"`
+	Input    *Input        `json:"input,omitempty"`
+	Duration time.Duration `json:"duration"` // how long execution took
+	Err      string        `json:"err,omitempty"`
+}
+
+// Input is a primitive input event. X and Y are screen coordinates: for
+// motion the target, for buttons and keys the pointer position at the time.
+type Input struct {
+	Type   string `json:"type"`
+	Keysym Keysym `json:"keysym,omitempty"`
+	Button int    `json:"button,omitempty"`
+	X      int    `json:"x"`
+	Y      int    `json:"y"`
+	DX     int    `json:"dx,omitempty"`
+	DY     int    `json:"dy,omitempty"`
+}
+
+// Bus fans events out to subscribers. Publishing never blocks: a subscriber
+// whose buffer is full loses the event, and the loss is counted.
+type Bus struct {
+	mu      sync.Mutex
+	seq     uint64
+	subs    map[*subscription]struct{}
+	closed  bool
+	dropped atomic.Uint64
+}
+
+type subscription struct {
+	ch   chan Event
+	once sync.Once
+}
+
+func newBus() *Bus { return &Bus{subs: map[*subscription]struct{}{}} }
+
+// DefaultBusBuffer is the buffer of a subscription asked for with buffer <= 0.
+const DefaultBusBuffer = 1024
+
+// Subscribe returns a channel of every event published from now on, and a
+// function that ends the subscription and closes the channel. The channel is
+// also closed when the executor closes. Keep up: with buffer events pending,
+// further events are dropped for this subscriber (see Dropped).
+func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) {
+	if buffer <= 0 {
+		buffer = DefaultBusBuffer
+	}
+	s := &subscription{ch: make(chan Event, buffer)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		close(s.ch)
+		return s.ch, func() {}
+	}
+	b.subs[s] = struct{}{}
+	return s.ch, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if _, ok := b.subs[s]; ok {
+			delete(b.subs, s)
+			s.once.Do(func() { close(s.ch) })
+		}
+	}
+}
+
+// Dropped counts events lost by slow subscribers since the bus started.
+func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
+
+// Subscribers is the number of live subscriptions.
+func (b *Bus) Subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+// publish numbers ev and offers it to every subscriber without waiting.
+func (b *Bus) publish(ev Event) Event {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	ev.Seq = b.seq
+	if b.closed {
+		return ev
+	}
+	for s := range b.subs {
+		select {
+		case s.ch <- ev:
+		default:
+			b.dropped.Add(1)
+		}
+	}
+	return ev
+}
+
+func (b *Bus) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.closed = true
+	for s := range b.subs {
+		s.once.Do(func() { close(s.ch) })
+	}
+	b.subs = nil
+}

@@ -1,0 +1,796 @@
+package hci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+
+	"github.com/deskenv/deskenv/display"
+)
+
+// Result tells the caller of Do what to return besides any error.
+type Result struct {
+	// Text is the textual output: for cursor_position "X=12,Y=34" in model
+	// space, as Anthropic's reference implementation returns it.
+	Text string
+	// Screenshot: the caller should return a screenshot (every action but
+	// cursor_position and zoom).
+	Screenshot bool
+	// Zoom is the screen-space rectangle to crop at full resolution, for zoom.
+	Zoom *image.Rectangle
+	// Settle: the action may have changed the screen; wait for it to settle
+	// before the screenshot.
+	Settle bool
+}
+
+// Options configure an Executor. The zero value is usable.
+type Options struct {
+	// Space maps model to screen coordinates. The zero value means
+	// NewSpace(screen size, "auto").
+	Space Space
+	// TypeDelay is the pause between typed characters. Zero types as fast as
+	// the X server takes events; every app measured (xterm, GTK, Chromium)
+	// keeps up, since X queues events per client and drops none.
+	TypeDelay time.Duration
+	// DragSteps is the number of intermediate pointer motions in
+	// left_click_drag (default 8), DragStepDelay the pause after each
+	// (default 5ms): toolkits start a drag only after seeing motion with the
+	// button down, and some (HTML5 drag and drop) only after time passes.
+	DragSteps     int
+	DragStepDelay time.Duration
+	// Logger receives warnings (X errors, connection changes); nil means the
+	// display's logger.
+	Logger *slog.Logger
+}
+
+// spareReuseAge is how long a spare keycode keeps a binding at least before it
+// is rebound: enough for a client to read events that used the old binding.
+const spareReuseAge = 100 * time.Millisecond
+
+// Executor injects actions and input primitives into one display through
+// XTEST, serialised, and publishes each on its Bus. It is safe for concurrent
+// use.
+type Executor struct {
+	d     *display.Display
+	log   *slog.Logger
+	opt   Options
+	bus   *Bus
+	start time.Time
+
+	cfgMu sync.RWMutex
+	space Space
+	gate  func(src Source, what string) error
+
+	mu        sync.Mutex // serialises everything sent to X and the held state
+	x         *xconn
+	keys      map[xproto.Keycode]*heldKey
+	buttons   map[int]map[Source]bool
+	spareUsed map[xproto.Keycode]time.Time
+	closed    bool
+}
+
+type heldKey struct {
+	sym Keysym
+	by  map[Source]bool
+}
+
+// xconn is the executor's own X connection. It is separate from the display's
+// shared one because the executor must read the events it is sent
+// (MappingNotify, errors from unchecked requests), and reading them from a
+// shared connection would steal them from other readers.
+type xconn struct {
+	c      *xgb.Conn
+	gen    uint64
+	root   xproto.Window
+	km     *keymap
+	broken bool
+}
+
+// ErrClosed is returned by an Executor after Close.
+var ErrClosed = errors.New("hci: executor is closed")
+
+// NewExecutor connects an executor to d. It checks that the server has XTEST
+// and reads the keyboard mapping before returning.
+func NewExecutor(d *display.Display, opt Options) (*Executor, error) {
+	if d == nil {
+		return nil, errors.New("hci: NewExecutor needs a display")
+	}
+	if opt.Logger == nil {
+		opt.Logger = d.Logger()
+	}
+	if opt.DragSteps <= 0 {
+		opt.DragSteps = 8
+	}
+	if opt.DragStepDelay <= 0 {
+		opt.DragStepDelay = 5 * time.Millisecond
+	}
+	if opt.TypeDelay < 0 {
+		opt.TypeDelay = 0
+	}
+	w, h := d.Size()
+	if opt.Space == (Space{}) {
+		s, err := NewSpace(w, h, "auto")
+		if err != nil {
+			return nil, fmt.Errorf("hci: %w", err)
+		}
+		opt.Space = s
+	}
+	if err := opt.Space.Check(); err != nil {
+		return nil, fmt.Errorf("hci: %w", err)
+	}
+	e := &Executor{
+		d: d, log: opt.Logger.With("component", "hci"), opt: opt, bus: newBus(), start: time.Now(),
+		space: opt.Space, keys: map[xproto.Keycode]*heldKey{}, buttons: map[int]map[Source]bool{},
+		spareUsed: map[xproto.Keycode]time.Time{},
+	}
+	e.mu.Lock()
+	_, err := e.conn()
+	e.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Space returns the current model/screen space.
+func (e *Executor) Space() Space {
+	e.cfgMu.RLock()
+	defer e.cfgMu.RUnlock()
+	return e.space
+}
+
+// SetSpace changes the model/screen space for later actions (after a resize,
+// or when the model's screenshots change size). An invalid space makes Do
+// fail with the reason until a valid one is set.
+func (e *Executor) SetSpace(s Space) {
+	e.cfgMu.Lock()
+	e.space = s
+	e.cfgMu.Unlock()
+}
+
+// SetGate installs a policy that may refuse actions and inputs: it gets the
+// source and the action name or input type and returns nil to allow. nil
+// removes the gate. Refused calls do nothing and are not published. Releasing
+// what the same source holds is never refused, so a source that loses control
+// cannot leave keys stuck.
+func (e *Executor) SetGate(g func(src Source, what string) error) {
+	e.cfgMu.Lock()
+	e.gate = g
+	e.cfgMu.Unlock()
+}
+
+func (e *Executor) allow(src Source, what string) error {
+	if src == "" {
+		return fmt.Errorf("hci: %s without a source: pass SourceAgent, SourceHuman, SourceScript or SourceReplay", what)
+	}
+	e.cfgMu.RLock()
+	g := e.gate
+	e.cfgMu.RUnlock()
+	if g == nil {
+		return nil
+	}
+	if err := g(src, what); err != nil {
+		return fmt.Errorf("hci: %s from %s refused: %w", what, src, err)
+	}
+	return nil
+}
+
+// Bus is where every executed action and input is published.
+func (e *Executor) Bus() *Bus { return e.bus }
+
+// Display is the display the executor drives.
+func (e *Executor) Display() *display.Display { return e.d }
+
+// KeymapChanges counts the spare keycodes bound so far on the current
+// connection (a measure of how much text needed keys the layout lacks).
+func (e *Executor) KeymapChanges() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.x == nil {
+		return 0
+	}
+	return e.x.km.changes
+}
+
+// conn returns the X connection for the display's current server, dialling a
+// new one when the server was restarted. Callers hold e.mu.
+func (e *Executor) conn() (*xconn, error) {
+	if e.closed {
+		return nil, ErrClosed
+	}
+	gen := e.d.Generation()
+	if e.x != nil && e.x.gen == gen && !e.x.broken {
+		e.drain(e.x)
+		if err := e.x.km.refresh(); err != nil {
+			e.x.broken = true
+			return nil, fmt.Errorf("hci: %w", err)
+		}
+		return e.x, nil
+	}
+	if e.x != nil {
+		e.x.c.Close()
+		e.x = nil
+		if len(e.keys) > 0 || len(e.buttons) > 0 {
+			e.log.Warn("X connection replaced; forgetting held keys and buttons", "keys", len(e.keys), "buttons", len(e.buttons))
+		}
+		e.keys = map[xproto.Keycode]*heldKey{}
+		e.buttons = map[int]map[Source]bool{}
+		e.spareUsed = map[xproto.Keycode]time.Time{}
+	}
+	c, err := e.d.Dial()
+	if err != nil {
+		return nil, fmt.Errorf("hci: %w", err)
+	}
+	if err := xtest.Init(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("hci: display %s has no XTEST extension, which input injection needs: %w", e.d.Name(), err)
+	}
+	km, err := newKeymap(c)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("hci: %w", err)
+	}
+	e.x = &xconn{c: c, gen: gen, root: xproto.Setup(c).DefaultScreen(c).Root, km: km}
+	e.log.Debug("input connection ready", "generation", gen, "spare_keycodes", len(km.spares))
+	return e.x, nil
+}
+
+// drain handles every event and error the server has sent so far and returns
+// the errors. Events must be read: xgb stops reading replies once its event
+// queue is full.
+func (e *Executor) drain(x *xconn) []error {
+	var errs []error
+	for {
+		ev, xerr := x.c.PollForEvent()
+		if ev == nil && xerr == nil {
+			return errs
+		}
+		if xerr != nil {
+			errs = append(errs, xerr)
+			continue
+		}
+		if mn, ok := ev.(xproto.MappingNotifyEvent); ok && mn.Request == xproto.MappingKeyboard {
+			x.km.mappingNotify(mn.FirstKeycode, mn.Count)
+		}
+	}
+}
+
+// sync waits until the server has processed everything sent so far (one round
+// trip) and reports X errors it raised. It returns the pointer position, which
+// the round trip gets for free. ctx bounds the wait; after a cancellation the
+// events may still take effect.
+func (e *Executor) sync(ctx context.Context, x *xconn) (px, py int, err error) {
+	ck := xproto.QueryPointer(x.c, x.root)
+	var rep *xproto.QueryPointerReply
+	if ctx.Done() == nil {
+		rep, err = ck.Reply()
+	} else {
+		type res struct {
+			r   *xproto.QueryPointerReply
+			err error
+		}
+		ch := make(chan res, 1)
+		go func() { r, err := ck.Reply(); ch <- res{r, err} }()
+		select {
+		case r := <-ch:
+			rep, err = r.r, r.err
+		case <-ctx.Done():
+			return 0, 0, fmt.Errorf("hci: waiting for the X server: %w", ctx.Err())
+		}
+	}
+	if err != nil || rep == nil {
+		x.broken = true
+		if err == nil {
+			err = errors.New("connection closed")
+		}
+		return 0, 0, fmt.Errorf("hci: X server did not answer: %w", err)
+	}
+	if errs := e.drain(x); len(errs) > 0 {
+		return int(rep.RootX), int(rep.RootY), fmt.Errorf("hci: X server rejected input: %v", errs[0])
+	}
+	return int(rep.RootX), int(rep.RootY), nil
+}
+
+func fakeKey(x *xconn, code xproto.Keycode, down bool) {
+	t := byte(xproto.KeyRelease)
+	if down {
+		t = xproto.KeyPress
+	}
+	xtest.FakeInput(x.c, t, byte(code), 0, x.root, 0, 0, 0)
+}
+
+func fakeButton(x *xconn, button int, down bool) {
+	t := byte(xproto.ButtonRelease)
+	if down {
+		t = xproto.ButtonPress
+	}
+	xtest.FakeInput(x.c, t, byte(button), 0, x.root, 0, 0, 0)
+}
+
+func fakeMotion(x *xconn, sx, sy int) {
+	// Detail 0: absolute coordinates on the root window.
+	xtest.FakeInput(x.c, xproto.MotionNotify, 0, 0, x.root, int16(sx), int16(sy), 0)
+}
+
+// ---- held state (callers hold e.mu) ----
+
+func (e *Executor) codeHeld(code xproto.Keycode) bool { return e.keys[code] != nil }
+
+func (e *Executor) shiftHeld() bool {
+	for _, h := range e.keys {
+		if h.sym == KeysymShiftL || h.sym == KeysymShiftR {
+			return true
+		}
+	}
+	return false
+}
+
+// pressKey presses code for src. The press reaches X unless another source
+// already holds the key (a second press would read as auto-repeat to apps);
+// the same source pressing again is a deliberate repeat and is sent.
+func (e *Executor) pressKey(x *xconn, code xproto.Keycode, sym Keysym, src Source) {
+	h := e.keys[code]
+	if h == nil {
+		h = &heldKey{sym: sym, by: map[Source]bool{}}
+		e.keys[code] = h
+	}
+	if len(h.by) == 0 || h.by[src] {
+		fakeKey(x, code, true)
+	}
+	h.by[src] = true
+	if _, spare := x.km.bound[sym]; spare {
+		e.spareUsed[code] = time.Now()
+	}
+}
+
+// releaseKey lets go of code for src; the release reaches X when nobody holds
+// the key any more. It reports whether src held it.
+func (e *Executor) releaseKey(x *xconn, code xproto.Keycode, src Source) bool {
+	h := e.keys[code]
+	if h == nil || !h.by[src] {
+		return false
+	}
+	delete(h.by, src)
+	if len(h.by) == 0 {
+		delete(e.keys, code)
+		fakeKey(x, code, false)
+		if _, ok := e.spareUsed[code]; ok {
+			e.spareUsed[code] = time.Now()
+		}
+	}
+	return true
+}
+
+func (e *Executor) pressButton(x *xconn, b int, src Source) {
+	by := e.buttons[b]
+	if by == nil {
+		by = map[Source]bool{}
+		e.buttons[b] = by
+	}
+	if len(by) == 0 || by[src] {
+		fakeButton(x, b, true)
+	}
+	by[src] = true
+}
+
+func (e *Executor) releaseButton(x *xconn, b int, src Source) bool {
+	by := e.buttons[b]
+	if by == nil || !by[src] {
+		return false
+	}
+	delete(by, src)
+	if len(by) == 0 {
+		delete(e.buttons, b)
+		fakeButton(x, b, false)
+	}
+	return true
+}
+
+// bindSpare binds sym to a spare keycode, first letting the least recently
+// used one age so clients have read the events that used its old symbol.
+func (e *Executor) bindSpare(ctx context.Context, x *xconn, sym Keysym) (xproto.Keycode, error) {
+	if code, ok := x.km.bound[sym]; ok && x.km.at(code, 0) == sym {
+		x.km.touch(code)
+		return code, nil
+	}
+	for _, code := range x.km.spares {
+		if e.codeHeld(code) {
+			continue
+		}
+		if used, ok := e.spareUsed[code]; ok {
+			if wait := spareReuseAge - time.Since(used); wait > 0 {
+				if _, _, err := e.sync(ctx, x); err != nil {
+					return 0, err
+				}
+				if err := sleepCtx(ctx, wait); err != nil {
+					return 0, err
+				}
+			}
+		}
+		break
+	}
+	return x.km.bind(sym, e.codeHeld)
+}
+
+// resolveTyped finds the keycode that types sym with no modifier held but
+// Shift: level 0 of a key, level 1 with Shift (shift true), or a spare keycode
+// bound to it.
+func (e *Executor) resolveTyped(ctx context.Context, x *xconn, sym Keysym) (xproto.Keycode, bool, error) {
+	if code, shift, ok := x.km.find(sym); ok {
+		return code, shift, nil
+	}
+	code, err := e.bindSpare(ctx, x, sym)
+	return code, false, err
+}
+
+// resolveHeld finds the keycode for a person's key press: one that yields sym
+// with the modifiers they hold right now. Function keys (Return, arrows, Tab)
+// mean the same whatever Shift does, so any key carrying them will do;
+// characters must come out as sent, so when Shift would change them a spare
+// keycode carrying the character on both levels is used instead.
+func (e *Executor) resolveHeld(ctx context.Context, x *xconn, sym Keysym) (xproto.Keycode, error) {
+	if sym.isFunctionKey() {
+		if code, _, ok := x.km.find(sym); ok {
+			return code, nil
+		}
+	} else if code, ok := x.km.findAt(sym, e.shiftHeld()); ok {
+		return code, nil
+	}
+	return e.bindSpare(ctx, x, sym)
+}
+
+// ---- primitives for people ----
+
+func (e *Executor) publishInput(start time.Time, src Source, in Input, err error) {
+	ev := Event{Time: start, Mono: start.Sub(e.start), Source: src, Kind: KindInput, Input: &in, Duration: time.Since(start)}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	e.bus.publish(ev)
+}
+
+// KeyDown presses the key that yields keysym k for src (see resolveHeld for
+// how the key is chosen).
+func (e *Executor) KeyDown(ctx context.Context, k Keysym, src Source) error {
+	if k == 0 {
+		return errors.New("hci: key_down: keysym 0 (NoSymbol) is not a key")
+	}
+	if err := e.allow(src, InputKeyDown); err != nil {
+		return err
+	}
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Input{Type: InputKeyDown, Keysym: k}
+	err := e.keyDownLocked(ctx, k, src, &in)
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+func (e *Executor) keyDownLocked(ctx context.Context, k Keysym, src Source, in *Input) error {
+	x, err := e.conn()
+	if err != nil {
+		return err
+	}
+	code, err := e.heldCode(k, src)
+	if err != nil {
+		return err
+	}
+	if code == 0 {
+		if code, err = e.resolveHeld(ctx, x, k); err != nil {
+			return fmt.Errorf("hci: key_down %s: %w", k, err)
+		}
+	}
+	e.pressKey(x, code, k, src)
+	in.X, in.Y, err = e.sync(ctx, x)
+	return err
+}
+
+// heldCode finds the keycode src already holds for k (so a repeat presses the
+// same key), or 0.
+func (e *Executor) heldCode(k Keysym, src Source) (xproto.Keycode, error) {
+	for code, h := range e.keys {
+		if h.sym == k && h.by[src] {
+			return code, nil
+		}
+	}
+	return 0, nil
+}
+
+// KeyUp releases the key src pressed for keysym k. A browser may report the
+// release under the other case of a letter (shift let go first), so a held
+// key whose symbol differs from k only in case also matches. Releasing a key
+// src does not hold is a no-op.
+func (e *Executor) KeyUp(ctx context.Context, k Keysym, src Source) error {
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	code := e.findHeldKey(k, src)
+	if code == 0 {
+		// Nothing of src's to release: only a gate check and no event.
+		if err := e.allow(src, InputKeyUp); err != nil {
+			return err
+		}
+		return nil
+	}
+	if src == "" {
+		return errors.New("hci: key_up without a source")
+	}
+	in := Input{Type: InputKeyUp, Keysym: e.keys[code].sym}
+	x, err := e.conn()
+	if err == nil {
+		e.releaseKey(x, code, src)
+		in.X, in.Y, err = e.sync(ctx, x)
+	}
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+func (e *Executor) findHeldKey(k Keysym, src Source) xproto.Keycode {
+	var fold xproto.Keycode
+	for code, h := range e.keys {
+		if !h.by[src] {
+			continue
+		}
+		if h.sym == k {
+			return code
+		}
+		if sameLetter(h.sym, k) {
+			fold = code
+		}
+	}
+	return fold
+}
+
+func sameLetter(a, b Keysym) bool {
+	ra, ok1 := a.Rune()
+	rb, ok2 := b.Rune()
+	if !ok1 || !ok2 || ra == rb {
+		return false
+	}
+	return toLowerRune(ra) == toLowerRune(rb)
+}
+
+// ButtonDown presses pointer button 1..9 (1 left, 2 middle, 3 right, 4-7 the
+// wheel, 8-9 back and forward) for src.
+func (e *Executor) ButtonDown(ctx context.Context, button int, src Source) error {
+	if button < 1 || button > 9 {
+		return fmt.Errorf("hci: button_down: button %d is not valid: use 1 (left), 2 (middle), 3 (right), 4-7 (wheel), 8-9 (back, forward)", button)
+	}
+	if err := e.allow(src, InputButtonDown); err != nil {
+		return err
+	}
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Input{Type: InputButtonDown, Button: button}
+	x, err := e.conn()
+	if err == nil {
+		e.pressButton(x, button, src)
+		in.X, in.Y, err = e.sync(ctx, x)
+	}
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+// ButtonUp releases a button src pressed; releasing one it does not hold is a
+// no-op.
+func (e *Executor) ButtonUp(ctx context.Context, button int, src Source) error {
+	if button < 1 || button > 9 {
+		return fmt.Errorf("hci: button_up: button %d is not valid: use 1..9", button)
+	}
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.buttons[button][src] {
+		return e.allow(src, InputButtonUp)
+	}
+	in := Input{Type: InputButtonUp, Button: button}
+	x, err := e.conn()
+	if err == nil {
+		e.releaseButton(x, button, src)
+		in.X, in.Y, err = e.sync(ctx, x)
+	}
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+// MoveTo moves the pointer to screen pixel (x, y); a point off the screen is
+// an error.
+func (e *Executor) MoveTo(ctx context.Context, x, y int, src Source) error {
+	w, h := e.d.Size()
+	if x < 0 || y < 0 || x >= w || y >= h {
+		return fmt.Errorf("hci: motion to (%d, %d) is off the %dx%d screen: x must be 0..%d and y 0..%d", x, y, w, h, w-1, h-1)
+	}
+	if err := e.allow(src, InputMotion); err != nil {
+		return err
+	}
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Input{Type: InputMotion, X: x, Y: y}
+	xc, err := e.conn()
+	if err == nil {
+		fakeMotion(xc, x, y)
+		_, _, err = e.sync(ctx, xc)
+	}
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+// MaxWheelNotches bounds one Wheel call in each direction.
+const MaxWheelNotches = 100
+
+// Wheel turns the wheel by notches: +dy down, -dy up, +dx right, -dx left
+// (X buttons 5, 4, 7, 6).
+func (e *Executor) Wheel(ctx context.Context, dx, dy int, src Source) error {
+	if dx < -MaxWheelNotches || dx > MaxWheelNotches || dy < -MaxWheelNotches || dy > MaxWheelNotches {
+		return fmt.Errorf("hci: wheel (%d, %d) is too far: at most %d notches each way per event", dx, dy, MaxWheelNotches)
+	}
+	if dx == 0 && dy == 0 {
+		return nil
+	}
+	if err := e.allow(src, InputWheel); err != nil {
+		return err
+	}
+	start := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	in := Input{Type: InputWheel, DX: dx, DY: dy}
+	x, err := e.conn()
+	if err == nil {
+		wheelClicks(x, dx, dy)
+		in.X, in.Y, err = e.sync(ctx, x)
+	}
+	e.publishInput(start, src, in, err)
+	return err
+}
+
+func wheelClicks(x *xconn, dx, dy int) {
+	click := func(b, n int) {
+		for i := 0; i < n; i++ {
+			fakeButton(x, b, true)
+			fakeButton(x, b, false)
+		}
+	}
+	if dy < 0 {
+		click(4, -dy)
+	} else {
+		click(5, dy)
+	}
+	if dx < 0 {
+		click(6, -dx)
+	} else {
+		click(7, dx)
+	}
+}
+
+// CursorPosition is the pointer's position in screen pixels.
+func (e *Executor) CursorPosition(ctx context.Context) (x, y int, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	xc, err := e.conn()
+	if err != nil {
+		return 0, 0, err
+	}
+	return e.sync(ctx, xc)
+}
+
+// Held lists the keys (by keysym) and buttons held down now, by anyone.
+func (e *Executor) Held() (keys []Keysym, buttons []int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, h := range e.keys {
+		keys = append(keys, h.sym)
+	}
+	for b := range e.buttons {
+		buttons = append(buttons, b)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	sort.Ints(buttons)
+	return keys, buttons
+}
+
+// ReleaseAll releases every held key and button, whoever holds them. The
+// releases are published with src as their source. It is never gated.
+func (e *Executor) ReleaseAll(ctx context.Context, src Source) error {
+	return e.release(ctx, src, func(Source) bool { return true })
+}
+
+// ReleaseHeldBy releases what src holds (a viewer leaving, control passing
+// on). Keys another source also holds stay down.
+func (e *Executor) ReleaseHeldBy(ctx context.Context, src Source) error {
+	return e.release(ctx, src, func(s Source) bool { return s == src })
+}
+
+func (e *Executor) release(ctx context.Context, src Source, match func(Source) bool) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return ErrClosed
+	}
+	return e.releaseLocked(ctx, src, match)
+}
+
+func (e *Executor) releaseLocked(ctx context.Context, src Source, match func(Source) bool) error {
+	if len(e.keys) == 0 && len(e.buttons) == 0 {
+		return nil
+	}
+	start := time.Now()
+	x, err := e.conn()
+	if err != nil {
+		return err
+	}
+	var released []Input
+	for b, by := range e.buttons {
+		for s := range by {
+			if match(s) && e.releaseButton(x, b, s) && e.buttons[b] == nil {
+				released = append(released, Input{Type: InputButtonUp, Button: b})
+			}
+		}
+	}
+	for code, h := range e.keys {
+		sym := h.sym
+		for s := range h.by {
+			if match(s) && e.releaseKey(x, code, s) && e.keys[code] == nil {
+				released = append(released, Input{Type: InputKeyUp, Keysym: sym})
+			}
+		}
+	}
+	px, py, err := e.sync(ctx, x)
+	for _, in := range released {
+		in.X, in.Y = px, py
+		e.publishInput(start, src, in, err)
+	}
+	return err
+}
+
+// Close releases everything still held, restores the keycodes it bound and
+// closes its X connection and the bus. The display stays up.
+func (e *Executor) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if e.x != nil && !e.x.broken && e.x.gen == e.d.Generation() {
+		err = e.releaseLocked(ctx, SourceScript, func(Source) bool { return true })
+		e.x.km.unbindAll()
+		if _, _, serr := e.sync(ctx, e.x); err == nil {
+			err = serr
+		}
+	}
+	if e.x != nil {
+		e.x.c.Close()
+		e.x = nil
+	}
+	e.closed = true
+	e.bus.close()
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
