@@ -1,0 +1,192 @@
+package control
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+)
+
+func needTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range append([]string{"Xvfb"}, tools...) {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is required for these tests (run scripts/install-deps.sh): %v", tool, err)
+		}
+	}
+}
+
+// startSession starts a display with openbox and one xterm, the default
+// session, with home as the desktop user's home.
+func startSession(t testing.TB, home string) *display.Display {
+	t.Helper()
+	needTools(t, "openbox", "xterm")
+	d, err := display.Start(context.Background(), display.Config{
+		Width: 1024, Height: 768, Home: home,
+		WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// spawnDetached starts argv on d the way a task or an agent's shell might:
+// in its own session, so killing the session's process groups misses it.
+func spawnDetached(t testing.TB, d *display.Display, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = d.Env()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd
+}
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestDeskClean(t *testing.T) {
+	ctx := context.Background()
+	home := seedHome(t)
+	d := startSession(t, home)
+	k := &desk{d: d, log: slog.New(slog.DiscardHandler), windowWait: 10 * time.Second}
+	// As Control does: the session's windows first, then the snapshot of
+	// the home the started session has written to.
+	if err := k.recordBaselineWindows(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base, _, err := NewBaseline(ctx, home, filepath.Join(t.TempDir(), "baseline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.home = base
+	want := treeOf(t, base.Dir())
+	if got := classKey(k.windows); got != "xterm/XTerm" {
+		t.Fatalf("baseline windows %q, want one xterm", got)
+	}
+	x, err := openX(d.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+
+	type mess struct {
+		name string
+		do   func(t *testing.T) (check func(t *testing.T))
+	}
+	messes := []mess{
+		{"detached windows", func(t *testing.T) func(t *testing.T) {
+			spawnDetached(t, d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+			spawnDetached(t, d, "xterm", "-class", "Stray2", "-e", "sh", "-c", "sleep 300")
+			waitFor(t, "the stray windows", func() bool {
+				ws, _ := x.windows()
+				return strings.Count(classKey(ws), "Stray") == 2
+			})
+			return nil
+		}},
+		{"background process without a window", func(t *testing.T) func(t *testing.T) {
+			cmd := spawnDetached(t, d, "sh", "-c", "exec sleep 300")
+			return func(t *testing.T) {
+				if alive(cmd.Process.Pid) {
+					t.Errorf("a background process of the desktop (pid %d) survived the reset", cmd.Process.Pid)
+				}
+			}
+		}},
+		{"files in home", func(t *testing.T) func(t *testing.T) {
+			writeFile(t, filepath.Join(home, "agent-was-here.txt"), "x", 0o644)
+			os.Remove(filepath.Join(home, "notes.txt"))
+			writeFile(t, filepath.Join(home, "Documents", "report.md"), "rewritten", 0o644)
+			return nil
+		}},
+		{"clipboard", func(t *testing.T) func(t *testing.T) {
+			needTools(t, "xclip")
+			c := exec.Command("xclip", "-selection", "clipboard")
+			c.Env = d.Env()
+			c.Stdin = strings.NewReader("secret answer")
+			if err := c.Run(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "xclip to own CLIPBOARD", func() bool { return x.selectionOwner("CLIPBOARD") != 0 })
+			return func(t *testing.T) {
+				if o := x.selectionOwner("CLIPBOARD"); o != 0 {
+					t.Errorf("CLIPBOARD still owned by window 0x%x after the reset", o)
+				}
+			}
+		}},
+		{"the session's own xterm killed", func(t *testing.T) func(t *testing.T) {
+			for _, pid := range d.SessionPIDs()[1:] {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			waitFor(t, "the xterm to go", func() bool {
+				ws, _ := x.windows()
+				return !strings.Contains(classKey(ws), "xterm/XTerm")
+			})
+			return nil
+		}},
+	}
+	for _, m := range messes {
+		t.Run(m.name, func(t *testing.T) {
+			check := m.do(t)
+			st, err := k.clean(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !st.WindowsMatched {
+				t.Errorf("windows after the reset: %q, want %q", classKey(st.WindowsAfter), classKey(k.windows))
+			}
+			ws, _ := x.windows()
+			if got := classKey(ws); got != "xterm/XTerm" {
+				t.Errorf("windows now %q, want one xterm", got)
+			}
+			if got := treeOf(t, home); got != want {
+				t.Errorf("home differs from the baseline:\n%s\nwant:\n%s", got, want)
+			}
+			if check != nil {
+				check(t)
+			}
+			t.Logf("clean took kill %v home %v clipboard %v session %v windows %v touchup %v (killed %d processes, %d clients; session wrote %q)",
+				st.Kill, st.Home, st.Clipboard, st.Session, st.Windows, st.Touchup, st.KilledProcesses, st.KilledClients, st.SessionWrote)
+		})
+	}
+}
+
+func TestDesktopProcessesScope(t *testing.T) {
+	d := startSession(t, t.TempDir())
+	other := startSession(t, t.TempDir())
+	mine := spawnDetached(t, d, "sleep", "300")
+	theirs := spawnDetached(t, other, "sleep", "300")
+	got := map[int]bool{}
+	for _, p := range desktopProcesses(d.Name(), nil) {
+		got[p] = true
+	}
+	if !got[mine.Process.Pid] {
+		t.Errorf("a process with DISPLAY=%s was not found", d.Name())
+	}
+	if got[theirs.Process.Pid] {
+		t.Errorf("a process of display %s was taken for one of %s", other.Name(), d.Name())
+	}
+	if got[os.Getpid()] {
+		t.Error("this process is listed as a desktop process")
+	}
+}
