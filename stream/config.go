@@ -1,0 +1,224 @@
+package stream
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Policy says who may act on the desktop: the agent, people, or both.
+type Policy string
+
+const (
+	// PolicyShared lets the agent act and the one person in control too.
+	PolicyShared Policy = "shared"
+	// PolicyHuman refuses the agent's actions with a tool error while people
+	// act.
+	PolicyHuman Policy = "human"
+	// PolicyAgent lets only the agent act; people watch.
+	PolicyAgent Policy = "agent"
+)
+
+// ParsePolicy reads a policy name, case-insensitively; "" means shared.
+func ParsePolicy(s string) (Policy, error) {
+	switch p := Policy(strings.ToLower(strings.TrimSpace(s))); p {
+	case "":
+		return PolicyShared, nil
+	case PolicyShared, PolicyHuman, PolicyAgent:
+		return p, nil
+	}
+	return "", fmt.Errorf("policy %q is not known: use shared (agent and a person both act), human (only people act) or agent (people only watch)", s)
+}
+
+// Config configures a stream Server. The zero value is usable: 30 fps, 4
+// Mbit/s, the screen's size, no ICE servers, ephemeral UDP ports, 32 viewers,
+// policy shared.
+type Config struct {
+	// FPS is the most frames per second sent (1..60). Frames are only
+	// captured and encoded when the screen changed.
+	FPS int
+	// BitrateKbps is the H.264 target bitrate in kbit/s (100..100000).
+	BitrateKbps int
+	// Preset is the x264 speed preset (ultrafast, superfast, veryfast,
+	// faster, fast, medium); empty means DefaultPreset.
+	Preset string
+	// ICEServers are STUN/TURN URLs given to browsers and used by the
+	// server: "stun:host:3478", "turn:user:password@host:3478?transport=udp".
+	ICEServers []string
+	// NAT1To1IPs are public addresses announced as host candidates instead
+	// of the machine's own, for a server behind a 1:1 NAT (a cloud VM).
+	NAT1To1IPs []string
+	// UDPPort, when non-zero, carries all WebRTC traffic of all viewers on
+	// this one UDP port (for firewalls and containers); zero uses an
+	// ephemeral port per viewer.
+	UDPPort int
+	// LoopbackOnly gathers only 127.0.0.1 candidates: for tests and for a
+	// server reached only through localhost or an SSH tunnel.
+	LoopbackOnly bool
+	// MaxViewers bounds simultaneous viewers (default 32).
+	MaxViewers int
+	// Policy is the initial agent/person policy (default shared).
+	Policy Policy
+	// Logger receives lifecycle messages; nil means the display's logger.
+	Logger *slog.Logger
+	// VideoWidth and VideoHeight are the size of the video sent; zero means
+	// the screen's (rounded down to even numbers, as H.264 4:2:0 needs). A
+	// smaller video saves bandwidth and CPU; input is mapped back exactly.
+	VideoWidth, VideoHeight int
+	// KeyframeInterval is the least time between two IDR frames requested by
+	// viewers (joins, PLI, FIR); default 500ms. Requests in between are
+	// served when the interval has passed, never dropped.
+	KeyframeInterval time.Duration
+	// QueueFrames is the per-viewer queue of encoded frames (default 4): a
+	// viewer whose queue is full skips to the next keyframe instead of
+	// falling behind.
+	QueueFrames int
+	// MaxInputBytes is the largest input message accepted on the data
+	// channel (default 65536).
+	MaxInputBytes int
+}
+
+// Defaults for Config.
+const (
+	DefaultFPS           = 30
+	DefaultBitrateKbps   = 4000
+	DefaultPreset        = "superfast"
+	DefaultMaxViewers    = 32
+	DefaultQueueFrames   = 4
+	DefaultMaxInputBytes = 64 << 10
+	DefaultKeyframeEvery = 500 * time.Millisecond
+)
+
+var presets = []string{"ultrafast", "superfast", "veryfast", "faster", "fast", "medium"}
+
+// withDefaults fills in zero fields and checks the rest; errors name the field.
+func (c Config) withDefaults() (Config, error) {
+	if c.FPS == 0 {
+		c.FPS = DefaultFPS
+	}
+	if c.FPS < 1 || c.FPS > 60 {
+		return c, fmt.Errorf("stream: FPS %d is out of range: use 1..60", c.FPS)
+	}
+	if c.BitrateKbps == 0 {
+		c.BitrateKbps = DefaultBitrateKbps
+	}
+	if c.BitrateKbps < 100 || c.BitrateKbps > 100000 {
+		return c, fmt.Errorf("stream: BitrateKbps %d is out of range: use 100..100000 (kbit/s)", c.BitrateKbps)
+	}
+	if c.Preset == "" {
+		c.Preset = DefaultPreset
+	}
+	c.Preset = strings.ToLower(c.Preset)
+	ok := false
+	for _, p := range presets {
+		ok = ok || p == c.Preset
+	}
+	if !ok {
+		return c, fmt.Errorf("stream: Preset %q is not known: use one of %s", c.Preset, strings.Join(presets, ", "))
+	}
+	for _, u := range c.ICEServers {
+		if _, err := parseICEServer(u); err != nil {
+			return c, err
+		}
+	}
+	for _, ip := range c.NAT1To1IPs {
+		if net.ParseIP(ip) == nil {
+			return c, fmt.Errorf("stream: NAT1To1IPs: %q is not an IP address", ip)
+		}
+	}
+	if c.UDPPort < 0 || c.UDPPort > 65535 {
+		return c, fmt.Errorf("stream: UDPPort %d is out of range: use 1..65535, or 0 for ephemeral ports", c.UDPPort)
+	}
+	if c.MaxViewers == 0 {
+		c.MaxViewers = DefaultMaxViewers
+	}
+	if c.MaxViewers < 1 {
+		return c, fmt.Errorf("stream: MaxViewers %d must be at least 1", c.MaxViewers)
+	}
+	p, err := ParsePolicy(string(c.Policy))
+	if err != nil {
+		return c, fmt.Errorf("stream: Policy: %w", err)
+	}
+	c.Policy = p
+	if c.VideoWidth < 0 || c.VideoHeight < 0 || (c.VideoWidth == 0) != (c.VideoHeight == 0) {
+		return c, fmt.Errorf("stream: video size %dx%d is not valid: give both VideoWidth and VideoHeight, or neither for the screen's size", c.VideoWidth, c.VideoHeight)
+	}
+	if c.KeyframeInterval == 0 {
+		c.KeyframeInterval = DefaultKeyframeEvery
+	}
+	if c.KeyframeInterval < 0 {
+		return c, fmt.Errorf("stream: KeyframeInterval %v must not be negative", c.KeyframeInterval)
+	}
+	if c.QueueFrames == 0 {
+		c.QueueFrames = DefaultQueueFrames
+	}
+	if c.QueueFrames < 1 || c.QueueFrames > 120 {
+		return c, fmt.Errorf("stream: QueueFrames %d is out of range: use 1..120", c.QueueFrames)
+	}
+	if c.MaxInputBytes == 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if c.MaxInputBytes < 256 {
+		return c, fmt.Errorf("stream: MaxInputBytes %d is too small: at least 256", c.MaxInputBytes)
+	}
+	return c, nil
+}
+
+// videoSize picks the video size for a screen: the configured size, or the
+// screen's rounded down to even. It must fit in the screen, so every video
+// pixel maps to a distinct screen pixel.
+func (c Config) videoSize(sw, sh int) (int, int, error) {
+	w, h := c.VideoWidth, c.VideoHeight
+	if w == 0 {
+		w, h = sw&^1, sh&^1
+	}
+	if w < 16 || h < 16 || w%2 != 0 || h%2 != 0 {
+		return 0, 0, fmt.Errorf("stream: video size %dx%d is not valid: width and height must be even and at least 16", w, h)
+	}
+	if w > sw || h > sh {
+		return 0, 0, fmt.Errorf("stream: video size %dx%d is larger than the %dx%d screen: it must fit in the screen", w, h, sw, sh)
+	}
+	return w, h, nil
+}
+
+// iceServer is one parsed ICEServers entry.
+type iceServer struct {
+	URL, Username, Credential string
+}
+
+// parseICEServer reads "stun:host:port" or "turn[s]:user:pass@host:port?..."
+// and checks the scheme.
+func parseICEServer(s string) (iceServer, error) {
+	scheme, rest, ok := strings.Cut(s, ":")
+	scheme = strings.ToLower(scheme)
+	if !ok || rest == "" {
+		return iceServer{}, fmt.Errorf("stream: ICE server %q is not a URL: use stun:host:port or turn:user:password@host:port", s)
+	}
+	switch scheme {
+	case "stun", "stuns":
+		return iceServer{URL: s}, nil
+	case "turn", "turns":
+	default:
+		return iceServer{}, fmt.Errorf("stream: ICE server %q has scheme %q: use stun, stuns, turn or turns", s, scheme)
+	}
+	out := iceServer{URL: s}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		cred := rest[:at]
+		out.URL = scheme + ":" + rest[at+1:]
+		user, pass, _ := strings.Cut(cred, ":")
+		var err error
+		if out.Username, err = url.PathUnescape(user); err != nil {
+			return iceServer{}, fmt.Errorf("stream: ICE server %q: user name: %w", s, err)
+		}
+		if out.Credential, err = url.PathUnescape(pass); err != nil {
+			return iceServer{}, fmt.Errorf("stream: ICE server %q: password: %w", s, err)
+		}
+	}
+	if out.Username == "" {
+		return iceServer{}, fmt.Errorf("stream: TURN server %q has no credentials: use turn:user:password@host:port", s)
+	}
+	return out, nil
+}

@@ -1,0 +1,207 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pion/webrtc/v4"
+
+	"github.com/deskenv/deskenv/hci"
+)
+
+// inputTimeout bounds how long one input may wait for the X server.
+const inputTimeout = 2 * time.Second
+
+// maxErrBuffered: above this many bytes queued on the data channel, error
+// replies are dropped rather than let a flood of bad input grow memory.
+const maxErrBuffered = 256 << 10
+
+// attachInput wires the browser's "input" data channel to the desktop.
+func (v *viewer) attachInput(dc *webrtc.DataChannel) {
+	v.mu.Lock()
+	if v.dc != nil {
+		v.mu.Unlock()
+		v.log.Debug("closing a second input channel")
+		dc.Close()
+		return
+	}
+	v.dc = dc
+	v.mu.Unlock()
+	dc.OnMessage(func(m webrtc.DataChannelMessage) {
+		if err := v.onInput(m); err != nil {
+			v.inputError(dc, err)
+		}
+	})
+}
+
+// inputError tells the browser why an input was refused.
+func (v *viewer) inputError(dc *webrtc.DataChannel, err error) {
+	v.s.video.counters.inputErrors.Add(1)
+	if dc.BufferedAmount() > maxErrBuffered {
+		return
+	}
+	b, _ := json.Marshal(inputErrMsg{T: "err", Message: err.Error()})
+	if serr := dc.SendText(string(b)); serr != nil {
+		v.log.Debug("sending an input error", "err", serr)
+	}
+}
+
+// sendInputJSON sends a message on the input channel if it is open.
+func (v *viewer) sendInputJSON(m any) {
+	v.mu.Lock()
+	dc := v.dc
+	v.mu.Unlock()
+	if dc == nil || dc.ReadyState() != webrtc.DataChannelStateOpen || dc.BufferedAmount() > maxErrBuffered {
+		return
+	}
+	b, _ := json.Marshal(m)
+	if err := dc.SendText(string(b)); err != nil {
+		v.log.Debug("sending on the input channel", "err", err)
+	}
+}
+
+// input is a validated input message.
+type input struct {
+	t      string
+	keysym hci.Keysym
+	button int
+	x, y   int // video pixels
+	dx, dy int
+	text   string
+}
+
+// parseInput checks one data channel message against the protocol.
+func parseInput(m webrtc.DataChannelMessage, maxBytes, vw, vh int) (input, error) {
+	if !m.IsString {
+		return input{}, fmt.Errorf("input messages are JSON text; got %d bytes of binary", len(m.Data))
+	}
+	if len(m.Data) > maxBytes {
+		return input{}, fmt.Errorf("input message of %d bytes is too large: at most %d", len(m.Data), maxBytes)
+	}
+	var msg inputMsg
+	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	if err := dec.Decode(&msg); err != nil {
+		return input{}, fmt.Errorf("input message is not JSON of the expected shape (%v): send e.g. {\"t\":\"kd\",\"k\":65293}", err)
+	}
+	if dec.More() {
+		return input{}, errors.New("input message has data after the JSON object: send one object per message")
+	}
+	in := input{t: msg.T}
+	var err error
+	switch msg.T {
+	case "kd", "ku":
+		var k int
+		if k, err = integer("k", msg.K, 1, 0x1fffffff); err != nil {
+			return in, fmt.Errorf("%s: %w (an X keysym)", msg.T, err)
+		}
+		in.keysym = hci.Keysym(k)
+	case "bd", "bu":
+		if in.button, err = integer("b", msg.B, 1, 9); err != nil {
+			return in, fmt.Errorf("%s: %w: 1 left, 2 middle, 3 right, 8 back, 9 forward", msg.T, err)
+		}
+		if in.button >= 4 && in.button <= 7 {
+			return in, fmt.Errorf("%s: button %d is a wheel button: send {\"t\":\"wh\"} instead", msg.T, in.button)
+		}
+	case "mm":
+		if msg.X == nil || msg.Y == nil {
+			return in, errors.New("mm needs \"x\" and \"y\" in video pixels")
+		}
+		if *msg.X < 0 || *msg.Y < 0 || *msg.X >= float64(vw) || *msg.Y >= float64(vh) {
+			return in, fmt.Errorf("mm (%g, %g) is outside the %dx%d video: x must be 0..%d and y 0..%d", *msg.X, *msg.Y, vw, vh, vw-1, vh-1)
+		}
+		in.x, in.y = int(math.Floor(*msg.X)), int(math.Floor(*msg.Y))
+	case "wh":
+		if msg.DX == nil && msg.DY == nil {
+			return in, errors.New("wh needs \"dx\" and/or \"dy\" in wheel notches (+dy down, +dx right)")
+		}
+		if msg.DX != nil {
+			if in.dx, err = integer("dx", msg.DX, -hci.MaxWheelNotches, hci.MaxWheelNotches); err != nil {
+				return in, fmt.Errorf("wh: %w", err)
+			}
+		}
+		if msg.DY != nil {
+			if in.dy, err = integer("dy", msg.DY, -hci.MaxWheelNotches, hci.MaxWheelNotches); err != nil {
+				return in, fmt.Errorf("wh: %w", err)
+			}
+		}
+	case "clip":
+		if msg.Text == nil {
+			return in, errors.New("clip needs \"text\"")
+		}
+		if !utf8.ValidString(*msg.Text) {
+			return in, errors.New("clip: text is not valid UTF-8")
+		}
+		in.text = *msg.Text
+	case "release":
+	case "":
+		return in, errors.New("input message has no \"t\": use kd, ku, bd, bu, mm, wh, clip or release")
+	default:
+		return in, fmt.Errorf("unknown input type %q: use kd, ku, bd, bu, mm, wh, clip or release", truncate(msg.T, 40))
+	}
+	return in, nil
+}
+
+// integer reads a required whole number within [lo, hi].
+func integer(name string, f *float64, lo, hi int) (int, error) {
+	if f == nil {
+		return 0, fmt.Errorf("%q is missing", name)
+	}
+	if *f != math.Trunc(*f) {
+		return 0, fmt.Errorf("%q is %g: it must be a whole number", name, *f)
+	}
+	if *f < float64(lo) || *f > float64(hi) {
+		return 0, fmt.Errorf("%q is %g: it must be %d..%d", name, *f, lo, hi)
+	}
+	return int(*f), nil
+}
+
+// onInput validates and executes one input message.
+func (v *viewer) onInput(m webrtc.DataChannelMessage) error {
+	s := v.s
+	g := s.video.geometry()
+	in, err := parseInput(m, s.cfg.MaxInputBytes, g.space.ModelW, g.space.ModelH)
+	if err != nil {
+		return err
+	}
+	s.video.counters.inputs.Add(1)
+	s.actMu.Lock()
+	defer s.actMu.Unlock()
+	if err := s.canAct(v); err != nil {
+		switch in.t {
+		case "ku", "bu", "release":
+			// Letting go is never an error: a browser that lost control
+			// releases what it thinks it holds, and hci already did.
+			return nil
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(v.ctx, inputTimeout)
+	defer cancel()
+	src := hci.SourceHuman
+	switch in.t {
+	case "kd":
+		return s.exec.KeyDown(ctx, in.keysym, src)
+	case "ku":
+		return s.exec.KeyUp(ctx, in.keysym, src)
+	case "bd":
+		return s.exec.ButtonDown(ctx, in.button, src)
+	case "bu":
+		return s.exec.ButtonUp(ctx, in.button, src)
+	case "mm":
+		x, y := g.space.ToScreen(in.x, in.y)
+		return s.exec.MoveTo(ctx, x, y, src)
+	case "wh":
+		return s.exec.Wheel(ctx, in.dx, in.dy, src)
+	case "release":
+		return s.exec.ReleaseHeldBy(ctx, src)
+	case "clip":
+		return s.xw.setClipboard(ctx, in.text, v.id)
+	}
+	return nil
+}

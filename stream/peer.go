@@ -1,0 +1,317 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/pion/ice/v4"
+	"github.com/pion/interceptor"
+	"github.com/pion/logging"
+	"github.com/pion/rtcp"
+	"github.com/pion/webrtc/v4"
+)
+
+// h264PT is the payload type registered for H.264; browsers pick their own
+// in the offer and pion answers with theirs.
+const h264PT = 102
+
+// h264FMTP announces constrained baseline, packetization mode 1. pion matches
+// H.264 by profile and packetization mode, not by level, and browsers decode
+// any level they can, so the level here (3.1) is the one browsers offer; the
+// encoder signals its real level in the SPS.
+const h264FMTP = "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"
+
+var videoFeedback = []webrtc.RTCPFeedback{
+	{Type: "goog-remb"}, {Type: webrtc.TypeRTCPFBCCM, Parameter: "fir"},
+	{Type: webrtc.TypeRTCPFBNACK}, {Type: webrtc.TypeRTCPFBNACK, Parameter: "pli"},
+}
+
+func h264Capability() webrtc.RTPCodecCapability {
+	return webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeH264, ClockRate: 90000, SDPFmtpLine: h264FMTP, RTCPFeedback: videoFeedback}
+}
+
+// buildAPI sets up the one pion API all viewers share: H.264 only, NACK
+// responder and RTCP reports, and the network settings of Config.
+func (s *Server) buildAPI() error {
+	m := &webrtc.MediaEngine{}
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: h264Capability(), PayloadType: h264PT}, webrtc.RTPCodecTypeVideo); err != nil {
+		return fmt.Errorf("stream: register H.264: %w", err)
+	}
+	// RTX lets retransmissions travel on their own stream, so the browser's
+	// jitter buffer tells repairs from late packets.
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{
+		RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeRTX, ClockRate: 90000, SDPFmtpLine: fmt.Sprintf("apt=%d", h264PT)},
+		PayloadType:        h264PT + 1,
+	}, webrtc.RTPCodecTypeVideo); err != nil {
+		return fmt.Errorf("stream: register RTX: %w", err)
+	}
+	reg := &interceptor.Registry{}
+	if err := webrtc.ConfigureNack(m, reg); err != nil {
+		return fmt.Errorf("stream: NACK: %w", err)
+	}
+	if err := webrtc.ConfigureRTCPReports(reg); err != nil {
+		return fmt.Errorf("stream: RTCP reports: %w", err)
+	}
+
+	se := webrtc.SettingEngine{LoggerFactory: pionLogs{s.log}}
+	// mDNS would open a multicast socket per peer connection for nothing:
+	// browsers reach our host candidates directly, and theirs appear to us as
+	// peer-reflexive ones.
+	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
+	se.SetIncludeLoopbackCandidate(true)
+	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4, webrtc.NetworkTypeUDP6})
+	if s.cfg.LoopbackOnly {
+		se.SetIPFilter(func(ip net.IP) bool { return ip.IsLoopback() })
+	} else {
+		// Docker and libvirt bridges are never the way a browser comes in.
+		se.SetInterfaceFilter(func(name string) bool {
+			return !strings.HasPrefix(name, "docker") && !strings.HasPrefix(name, "br-") && !strings.HasPrefix(name, "veth") && !strings.HasPrefix(name, "virbr")
+		})
+	}
+	if len(s.cfg.NAT1To1IPs) > 0 {
+		se.SetNAT1To1IPs(s.cfg.NAT1To1IPs, webrtc.ICECandidateTypeHost)
+	}
+	if s.cfg.UDPPort != 0 {
+		host := ""
+		if s.cfg.LoopbackOnly {
+			host = "127.0.0.1"
+		}
+		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.ParseIP(host), Port: s.cfg.UDPPort})
+		if err != nil {
+			return fmt.Errorf("stream: UDPPort %d: %w", s.cfg.UDPPort, err)
+		}
+		s.udpConn = conn
+		s.udpMux = webrtc.NewICEUDPMux(se.LoggerFactory.NewLogger("udpmux"), conn)
+		se.SetICEUDPMux(s.udpMux)
+	}
+	s.api = webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(reg), webrtc.WithSettingEngine(se))
+	return nil
+}
+
+// onOffer answers the browser's offer: one peer connection per websocket.
+func (v *viewer) onOffer(m clientMsg) {
+	s := v.s
+	if m.SDP == nil || strings.TrimSpace(*m.SDP) == "" {
+		v.sendError(CodeBadSDP, "offer has no \"sdp\": send the offer's SDP text")
+		return
+	}
+	v.mu.Lock()
+	busy := v.pc != nil
+	v.mu.Unlock()
+	if busy {
+		v.sendError(CodeBadMessage, "this session already negotiated its peer connection: open a new websocket to start over")
+		return
+	}
+	pc, err := s.api.NewPeerConnection(webrtc.Configuration{ICEServers: s.iceServers})
+	if err != nil {
+		v.sendError(CodeInternal, "cannot create a peer connection: %v", err)
+		return
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			pc.Close()
+		}
+	}()
+	track, err := webrtc.NewTrackLocalStaticRTP(h264Capability(), "video", "deskenv")
+	if err != nil {
+		v.sendError(CodeInternal, "cannot create the video track: %v", err)
+		return
+	}
+	pc.OnICECandidate(func(c *webrtc.ICECandidate) {
+		var ci *candidateInit
+		if c != nil {
+			j := c.ToJSON()
+			ci = &candidateInit{Candidate: j.Candidate, SDPMid: j.SDPMid, SDPMLineIndex: j.SDPMLineIndex}
+		}
+		v.mu.Lock()
+		if !v.answered {
+			v.pending = append(v.pending, ci)
+			v.mu.Unlock()
+			return
+		}
+		v.mu.Unlock()
+		v.sendJSON(candidateMsg{Type: "candidate", Candidate: ci})
+	})
+	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
+		v.log.Debug("peer connection", "state", st.String())
+		v.mu.Lock()
+		current := v.pc == pc
+		v.mu.Unlock()
+		if !current {
+			return // a connection for an offer that failed, closing
+		}
+		switch st {
+		case webrtc.PeerConnectionStateConnected:
+			v.startVideo(track)
+		case webrtc.PeerConnectionStateFailed:
+			v.close("the peer connection failed")
+		case webrtc.PeerConnectionStateClosed:
+			v.close("the peer connection closed")
+		}
+	})
+	pc.OnDataChannel(func(dc *webrtc.DataChannel) {
+		if dc.Label() != "input" {
+			v.log.Debug("closing an unexpected data channel", "label", dc.Label())
+			dc.Close()
+			return
+		}
+		v.attachInput(dc)
+	})
+
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: *m.SDP}); err != nil {
+		v.sendError(CodeBadSDP, "the offer's SDP cannot be used: %v", err)
+		return
+	}
+	hasVideo := false
+	for _, t := range pc.GetTransceivers() {
+		hasVideo = hasVideo || t.Kind() == webrtc.RTPCodecTypeVideo
+	}
+	if !hasVideo {
+		v.sendError(CodeBadSDP, "the offer has no video section: add a recvonly video transceiver before creating the offer")
+		return
+	}
+	sender, err := pc.AddTrack(track)
+	if err != nil {
+		v.sendError(CodeBadSDP, "cannot send video on this offer: %v", err)
+		return
+	}
+	answer, err := pc.CreateAnswer(nil)
+	if err != nil {
+		v.sendError(CodeBadSDP, "cannot answer the offer (it must offer H.264 constrained baseline, packetization-mode=1): %v", err)
+		return
+	}
+	if err := pc.SetLocalDescription(answer); err != nil {
+		v.sendError(CodeBadSDP, "cannot answer the offer (it must offer H.264 constrained baseline, packetization-mode=1): %v", err)
+		return
+	}
+	if !negotiatedH264(sender) {
+		v.sendError(CodeBadSDP, "the offer does not accept H.264 constrained baseline with packetization-mode=1, the only video this server sends")
+		return
+	}
+	v.mu.Lock()
+	if v.ctx.Err() != nil {
+		v.mu.Unlock()
+		return
+	}
+	v.pc = pc
+	ok = true
+	v.mu.Unlock()
+	go v.readRTCP(sender)
+
+	v.sendJSON(sdpMsg{Type: "answer", SDP: pc.LocalDescription().SDP})
+	v.mu.Lock()
+	v.answered = true
+	pending := v.pending
+	v.pending = nil
+	v.mu.Unlock()
+	for _, c := range pending {
+		v.sendJSON(candidateMsg{Type: "candidate", Candidate: c})
+	}
+}
+
+func negotiatedH264(sender *webrtc.RTPSender) bool {
+	for _, c := range sender.GetParameters().Codecs {
+		if strings.EqualFold(c.MimeType, webrtc.MimeTypeH264) {
+			return true
+		}
+	}
+	return false
+}
+
+// onCandidate adds a remote ICE candidate; null means the browser has no
+// more.
+func (v *viewer) onCandidate(m clientMsg) {
+	v.mu.Lock()
+	pc := v.pc
+	v.mu.Unlock()
+	if pc == nil {
+		v.sendError(CodeBadICE, "candidate before a successful offer: send the offer first")
+		return
+	}
+	init := webrtc.ICECandidateInit{}
+	if m.Candidate != nil {
+		init = webrtc.ICECandidateInit{Candidate: m.Candidate.Candidate, SDPMid: m.Candidate.SDPMid, SDPMLineIndex: m.Candidate.SDPMLineIndex, UsernameFragment: m.Candidate.UsernameFragment}
+	}
+	if err := pc.AddICECandidate(init); err != nil {
+		v.sendError(CodeBadICE, "ICE candidate %q refused: %v", truncate(init.Candidate, 80), err)
+	}
+}
+
+// readRTCP reads what the browser reports about the video: the interceptors
+// act on NACKs and receiver reports as it passes, and PLI/FIR ask for a
+// keyframe. It returns when the peer connection closes.
+func (v *viewer) readRTCP(sender *webrtc.RTPSender) {
+	for {
+		pkts, _, err := sender.ReadRTCP()
+		if err != nil {
+			return
+		}
+		for _, p := range pkts {
+			switch p.(type) {
+			case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
+				v.mu.Lock()
+				sub := v.sub
+				v.mu.Unlock()
+				if sub != nil {
+					v.s.video.requestKeyframe(sub, "the viewer lost a picture (PLI/FIR)")
+				}
+			}
+		}
+	}
+}
+
+// startVideo subscribes the viewer to the encoded video once its peer
+// connection is up; frames sent earlier would be lost.
+func (v *viewer) startVideo(track *webrtc.TrackLocalStaticRTP) {
+	v.mu.Lock()
+	if v.sub != nil || v.ctx.Err() != nil {
+		v.mu.Unlock()
+		return
+	}
+	sub := v.s.video.subscribe(v.id, track)
+	v.sub = sub
+	v.video = true
+	v.mu.Unlock()
+	if sub == nil {
+		v.close("the server is shutting down")
+	}
+}
+
+// pionLogs sends pion's log lines to slog at debug level: pion reports
+// routine events (a peer going away, a late packet) as warnings and errors.
+type pionLogs struct{ log *slog.Logger }
+
+func (p pionLogs) NewLogger(scope string) logging.LeveledLogger {
+	return pionLogger{log: p.log.With("pion", scope)}
+}
+
+type pionLogger struct{ log *slog.Logger }
+
+func (l pionLogger) enabled() bool { return l.log.Enabled(context.Background(), slog.LevelDebug) }
+func (l pionLogger) Trace(string)  {}
+func (l pionLogger) Tracef(string, ...any) {
+}
+func (l pionLogger) Debug(string)          {}
+func (l pionLogger) Debugf(string, ...any) {}
+func (l pionLogger) Info(msg string) {
+	if l.enabled() {
+		l.log.Debug(msg)
+	}
+}
+func (l pionLogger) Infof(f string, a ...any) {
+	if l.enabled() {
+		l.log.Debug(fmt.Sprintf(f, a...))
+	}
+}
+func (l pionLogger) Warn(msg string) { l.Info(msg) }
+func (l pionLogger) Warnf(f string, a ...any) {
+	l.Infof(f, a...)
+}
+func (l pionLogger) Error(msg string) { l.Info(msg) }
+func (l pionLogger) Errorf(f string, a ...any) {
+	l.Infof(f, a...)
+}

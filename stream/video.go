@@ -1,0 +1,250 @@
+package stream
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pion/rtp"
+	"github.com/pion/rtp/codecs"
+	"github.com/pion/webrtc/v4"
+
+	"github.com/deskenv/deskenv/hci"
+)
+
+// rtpPayloadMTU is the most payload per RTP packet: pion's usual 1200-byte
+// packets less the 12-byte RTP header, which stays under every path MTU
+// after SRTP and UDP/IP overhead.
+const rtpPayloadMTU = 1200 - 12
+
+// geometry is the screen and video size the loop works with, and the exact
+// mapping from video pixels to screen pixels for input.
+type geometry struct {
+	sw, sh, vw, vh int
+	space          hci.Space // Model = video
+}
+
+// encFrame is one encoded access unit, shared read-only by every viewer.
+type encFrame struct {
+	data []byte // Annex B
+	key  bool
+	at   time.Time // when it was captured: RTP timestamps follow the real clock
+}
+
+// subscriber is one viewer's end of the fan-out.
+type subscriber struct {
+	id      string
+	track   *webrtc.TrackLocalStaticRTP
+	q       chan *encFrame
+	needKey bool // guarded by pipeline.mu: drop until the next keyframe
+	quit    chan struct{}
+	done    chan struct{}
+}
+
+type counters struct {
+	captured, encoded, skipped, dropped, keyframes atomic.Uint64
+	bytesEncoded, bytesSent, starts, keyRequests   atomic.Uint64
+	encodeNanos, lastEncodeNanos                   atomic.Int64
+	inputs, inputErrors                            atomic.Uint64
+}
+
+// pipeline is the display's one capture and encode loop and its fan-out. It
+// runs only while at least one viewer is subscribed.
+type pipeline struct {
+	s        *Server
+	counters counters
+	geom     atomic.Pointer[geometry]
+	keyReq   atomic.Bool // a keyframe was asked for since the last one
+
+	mu      sync.Mutex
+	subs    map[*subscriber]struct{}
+	running bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+	closed  bool
+}
+
+func newPipeline(s *Server) *pipeline {
+	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}}
+	p.refreshGeometry()
+	return p
+}
+
+// refreshGeometry reads the screen size; the video size follows Config.
+func (p *pipeline) refreshGeometry() *geometry {
+	sw, sh := p.s.d.Size()
+	vw, vh, err := p.s.cfg.videoSize(sw, sh)
+	if err != nil {
+		// The screen shrank below the configured video size: send the
+		// screen's own size rather than nothing.
+		vw, vh = sw&^1, sh&^1
+	}
+	g := &geometry{sw: sw, sh: sh, vw: vw, vh: vh, space: hci.Space{ScreenW: sw, ScreenH: sh, ModelW: vw, ModelH: vh}}
+	p.geom.Store(g)
+	return g
+}
+
+func (p *pipeline) geometry() *geometry { return p.geom.Load() }
+
+// sizes is video then screen size, for the hello.
+func (p *pipeline) sizes() (vw, vh, sw, sh int) {
+	g := p.geometry()
+	return g.vw, g.vh, g.sw, g.sh
+}
+
+// subscribe adds a viewer to the fan-out, starting the loop for the first
+// one. The viewer gets frames from the next keyframe on, which it asks for.
+func (p *pipeline) subscribe(id string, track *webrtc.TrackLocalStaticRTP) *subscriber {
+	sub := &subscriber{id: id, track: track, q: make(chan *encFrame, p.s.cfg.QueueFrames), needKey: true,
+		quit: make(chan struct{}), done: make(chan struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.subs[sub] = struct{}{}
+	go p.send(sub)
+	if !p.running {
+		p.running = true
+		p.counters.starts.Add(1)
+		ctx, cancel := context.WithCancel(context.Background())
+		p.cancel = cancel
+		done := make(chan struct{})
+		p.done = done
+		p.s.xw.startDamage()
+		go p.loop(ctx, done)
+	}
+	p.requestKeyframe(nil, "a viewer joined")
+	return sub
+}
+
+// unsubscribe removes a viewer; the loop stops with the last one.
+func (p *pipeline) unsubscribe(sub *subscriber) {
+	p.mu.Lock()
+	if _, ok := p.subs[sub]; !ok {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.subs, sub)
+	close(sub.quit)
+	var done chan struct{}
+	if len(p.subs) == 0 && p.running {
+		p.running = false
+		p.cancel()
+		done = p.done
+		p.s.xw.stopDamage()
+	}
+	p.mu.Unlock()
+	<-sub.done
+	if done != nil {
+		<-done
+	}
+}
+
+// stop ends everything for good (Server.Close).
+func (p *pipeline) stop() {
+	p.mu.Lock()
+	p.closed = true
+	subs := make([]*subscriber, 0, len(p.subs))
+	for sub := range p.subs {
+		subs = append(subs, sub)
+	}
+	p.mu.Unlock()
+	for _, sub := range subs {
+		p.unsubscribe(sub)
+	}
+}
+
+// requestKeyframe asks the loop for an IDR; the loop rate-limits them.
+func (p *pipeline) requestKeyframe(_ *subscriber, why string) {
+	p.counters.keyRequests.Add(1)
+	if !p.keyReq.Swap(true) {
+		p.s.log.Debug("keyframe requested", "why", why)
+	}
+}
+
+func (p *pipeline) stats() Stats {
+	c := &p.counters
+	p.mu.Lock()
+	running := p.running
+	p.mu.Unlock()
+	return Stats{
+		Encoding:        running,
+		FramesCaptured:  c.captured.Load(),
+		FramesEncoded:   c.encoded.Load(),
+		FramesSkipped:   c.skipped.Load(),
+		FramesDropped:   c.dropped.Load(),
+		Keyframes:       c.keyframes.Load(),
+		EncodeTime:      time.Duration(c.encodeNanos.Load()),
+		LastEncode:      time.Duration(c.lastEncodeNanos.Load()),
+		BytesEncoded:    c.bytesEncoded.Load(),
+		BytesSent:       c.bytesSent.Load(),
+		PipelineStarts:  c.starts.Load(),
+		KeyframeRequest: c.keyRequests.Load(),
+	}
+}
+
+// fanOut offers f to every viewer without waiting for any. A viewer whose
+// queue is full misses frames until the next keyframe, and asks for one:
+// falling behind must cost a glitch, never delay.
+func (p *pipeline) fanOut(f *encFrame) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for sub := range p.subs {
+		if sub.needKey {
+			if !f.key {
+				p.counters.dropped.Add(1)
+				continue
+			}
+			sub.needKey = false
+		}
+		select {
+		case sub.q <- f:
+		default:
+			sub.needKey = true
+			p.counters.dropped.Add(1)
+			p.requestKeyframe(sub, "a viewer fell behind")
+		}
+	}
+}
+
+// send packetizes frames for one viewer. Sequence numbers are the viewer's
+// own, so frames it skipped leave no gap for the browser to NACK; timestamps
+// come from the capture clock, so the browser plays frames at the pace they
+// happened even when unchanged frames were never sent.
+func (p *pipeline) send(sub *subscriber) {
+	defer close(sub.done)
+	pay := &codecs.H264Payloader{}
+	seq := uint16(rand.Uint32())
+	base := rand.Uint32()
+	var t0 time.Time
+	pkt := &rtp.Packet{Header: rtp.Header{Version: 2}}
+	for {
+		var f *encFrame
+		select {
+		case <-sub.quit:
+			return
+		case f = <-sub.q:
+		}
+		if t0.IsZero() {
+			t0 = f.at
+		}
+		ts := base + uint32(f.at.Sub(t0).Microseconds()*90/1000)
+		payloads := pay.Payload(rtpPayloadMTU, f.data)
+		for i, pl := range payloads {
+			pkt.Marker = i == len(payloads)-1
+			pkt.SequenceNumber = seq
+			pkt.Timestamp = ts
+			pkt.Payload = pl
+			seq++
+			// Errors are per binding and transient (a closing peer
+			// connection); the viewer's session notices real failures.
+			if err := sub.track.WriteRTP(pkt); err != nil {
+				continue
+			}
+			p.counters.bytesSent.Add(uint64(len(pl)))
+		}
+	}
+}
