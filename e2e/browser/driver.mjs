@@ -35,7 +35,9 @@ async function videoPoint(page, vx, vy, selector = '#video') {
     const v = document.querySelector(selector);
     if (!v) throw new Error(`no element ${selector}`);
     const r = v.getBoundingClientRect();
-    const pw = v.videoWidth || v.width, ph = v.videoHeight || v.height;
+    // Before the first frame the page already knows the video size from the hello.
+    const hv = window.deskenv?.hello?.video;
+    const pw = v.videoWidth || hv?.w || v.width, ph = v.videoHeight || hv?.h || v.height;
     if (!pw || !ph) throw new Error('the video has no size yet');
     const s = Math.min(r.width / pw, r.height / ph);
     const ox = (r.width - pw * s) / 2, oy = (r.height - ph * s) / 2;
@@ -86,10 +88,23 @@ const commands = {
     return null;
   },
 
-  async waitFor({ page, expr, timeoutMs = 10000, pollMs }) {
+  // waitFor polls an expression (a promise is awaited) until it is truthy.
+  // Polled from here rather than with waitForFunction, which evaluates
+  // strings inside the page and so trips the page's CSP (no unsafe-eval).
+  async waitFor({ page, expr, timeoutMs = 10000, pollMs = 20 }) {
     const pg = pageOf(page);
-    const h = await pg.waitForFunction(expr, undefined, { timeout: timeoutMs, polling: pollMs ?? 'raf' });
-    return h.jsonValue();
+    const end = Date.now() + timeoutMs;
+    let last;
+    for (;;) {
+      try {
+        last = await pg.evaluate(expr);
+        if (last) return last;
+      } catch (e) {
+        last = `error: ${e.message}`;
+      }
+      if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${expr} (last value: ${JSON.stringify(last)})`);
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
   },
 
   async click({ page, vx, vy, button = 'left', clickCount = 1 }) {
