@@ -127,16 +127,12 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 	}
 	s.nextID++
 	v.id = "v" + strconv.FormatUint(s.nextID, 10)
+	v.log = s.log.With("viewer", v.id)
 	s.viewers[v.id] = v
 	s.sessions.Add(1)
-	s.mu.Unlock()
-	defer s.sessions.Done()
-	v.log = s.log.With("viewer", v.id)
-	v.log.Info("viewer joined", "role", role, "view_only", viewOnly, "remote", v.remote)
-
-	go v.writer()
+	// The hello is queued before anyone else can broadcast to v, so it is
+	// always the first message.
 	vw, vh, sw, sh := s.video.sizes()
-	s.mu.Lock()
 	hello := helloMsg{
 		Type: "hello", ID: v.id, Role: role, ViewOnly: viewOnly,
 		Screen:     sizeMsg{W: sw, H: sh},
@@ -144,11 +140,15 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 		ICEServers: s.helloICE,
 		Control:    s.controlStateLocked(),
 	}
-	s.mu.Unlock()
 	if hello.ICEServers == nil {
 		hello.ICEServers = []iceServerMsg{}
 	}
 	v.sendJSON(hello)
+	s.mu.Unlock()
+	defer s.sessions.Done()
+	v.log.Info("viewer joined", "role", role, "view_only", viewOnly, "remote", v.remote)
+
+	go v.writer()
 	s.broadcastState()
 
 	v.readLoop()

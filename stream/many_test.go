@@ -1,0 +1,116 @@
+package stream
+
+import (
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// settle waits until the goroutine count drops to at most want, and reports
+// the stacks of the extra ones if it does not.
+func settle(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		n := runtime.NumGoroutine()
+		if n <= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Fatalf("%d goroutines, want at most %d: leaked?\n%s", n, want, stacksOutside(string(buf)))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stacksOutside drops the testing framework's own goroutines from a dump.
+func stacksOutside(dump string) string {
+	var keep []string
+	for _, g := range strings.Split(dump, "\n\n") {
+		if strings.Contains(g, "testing.(*T).Run") || strings.Contains(g, "testing.tRunner") && strings.Contains(g, "settle") {
+			continue
+		}
+		keep = append(keep, g)
+	}
+	return strings.Join(keep, "\n\n")
+}
+
+// TestManyViewers joins and leaves 100 viewers, a few at a time, and checks
+// that everything they used is freed and the video loop stopped.
+func TestManyViewers(t *testing.T) {
+	n := 100
+	if testing.Short() {
+		n = 20
+	}
+	e := newEnv(t, envOptions{cfg: Config{MaxViewers: 8}})
+	p := e.probe(t)
+	// One viewer first, so whatever pion and net/http start once is running
+	// before the baseline is taken.
+	warm := join(t, e, clientOptions{})
+	warm.waitOpen(10 * time.Second)
+	warm.close()
+	waitStopped(t, e)
+	time.Sleep(200 * time.Millisecond)
+	base := runtime.NumGoroutine()
+
+	const batch = 5
+	for i := 0; i < n; i += batch {
+		var wg sync.WaitGroup
+		cs := make([]*client, batch)
+		for j := range cs {
+			wg.Add(1)
+			go func(j int) {
+				defer wg.Done()
+				c := join(t, e, clientOptions{})
+				c.waitOpen(15 * time.Second)
+				cs[j] = c
+			}(j)
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		// The first of each batch takes control and moves the pointer,
+		// so control and held state come and go with the viewers too.
+		cs[0].send(map[string]any{"type": "control", "op": "request"})
+		cs[0].waitState(5*time.Second, func(cs0 ControlState) bool { return cs0.Holder != nil && *cs0.Holder == cs[0].hello.ID })
+		cs[0].input(map[string]any{"t": "kd", "k": 0xffe1})
+		cs[0].input(map[string]any{"t": "mm", "x": i, "y": i})
+		p.Fill(i, i, 10, 10, uint32(0x10101*i))
+		if st := e.s.Stats(); st.Viewers != batch {
+			t.Fatalf("viewers = %d, want %d", st.Viewers, batch)
+		}
+		for _, c := range cs {
+			c.close()
+		}
+		waitStopped(t, e)
+	}
+	waitStopped(t, e)
+	if h := e.s.Holder(); h != "" {
+		t.Errorf("holder %q after everyone left", h)
+	}
+	if keys, buttons := e.exec.Held(); len(keys)+len(buttons) != 0 {
+		t.Errorf("still held after everyone left: %v %v", keys, buttons)
+	}
+	settle(t, base)
+}
+
+// waitStopped waits until no viewer is left and the video loop has stopped.
+func waitStopped(t *testing.T, e *env) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := e.s.Stats()
+		if st.Viewers == 0 && !st.Encoding {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the last viewer left: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
