@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pion/webrtc/v4"
 )
 
 // settle waits until the goroutine count drops to at most want, and reports
@@ -84,8 +86,23 @@ func TestManyViewers(t *testing.T) {
 		if st := e.s.Stats(); st.Viewers != batch {
 			t.Fatalf("viewers = %d, want %d", st.Viewers, batch)
 		}
-		for _, c := range cs {
-			c.close()
+		// Some leave properly, some just drop the websocket: the server
+		// must then close their peer connection itself.
+		for j, c := range cs {
+			if j%2 == 0 {
+				c.close()
+				continue
+			}
+			c.ws.Close()
+			<-c.done
+			deadline := time.Now().Add(10 * time.Second)
+			for c.pc.ConnectionState() != webrtc.PeerConnectionStateClosed && c.pc.ConnectionState() != webrtc.PeerConnectionStateFailed {
+				if time.Now().After(deadline) {
+					t.Fatalf("viewer %s dropped its websocket, but its peer connection is still %s", c.hello.ID, c.pc.ConnectionState())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			c.pc.Close()
 		}
 		waitStopped(t, e)
 	}
