@@ -1,0 +1,225 @@
+// Package image captures the screen of a display, scales it between screen and
+// model space, encodes it (PNG, JPEG), crops zooms, and tells when the screen
+// changed or settled.
+//
+// Capture goes through MIT-SHM with one persistent shared-memory segment per
+// display, so a full-screen grab is one request and a copy, not a 4 MB reply
+// through the socket.
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xproto"
+	"golang.org/x/sys/unix"
+
+	"github.com/deskenv/deskenv/display"
+)
+
+// Frame is one screen image in the X server's 32-bit layout: bytes B, G, R, X
+// per pixel, rows Stride bytes apart.
+type Frame struct {
+	Pix           []byte
+	Stride        int
+	Width, Height int
+	Time          time.Time
+	// Hash identifies the content: equal frames of one Capturer have equal hashes.
+	Hash uint64
+}
+
+// Capturer grabs the screen of one display. It is safe for concurrent use;
+// captures are serialized because they share one segment.
+type Capturer struct {
+	d    *display.Display
+	log  *slog.Logger
+	seed maphash.Seed
+
+	mu     sync.Mutex
+	gen    uint64
+	conn   *xgb.Conn
+	useSHM bool
+	seg    shm.Seg
+	shmID  int
+	shmBuf []byte
+	w, h   int
+	closed bool
+	warned bool
+}
+
+// NewCapturer prepares capture on d. The shared-memory segment is made on the
+// first capture and kept until Close or until the display restarts.
+func NewCapturer(d *display.Display) (*Capturer, error) {
+	c := &Capturer{d: d, log: d.Logger(), seed: maphash.MakeSeed(), shmID: -1}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.prepare(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepare (re)binds to the display's current connection and size. Called
+// with c.mu held.
+func (c *Capturer) prepare() error {
+	if c.closed {
+		return errors.New("capturer is closed")
+	}
+	conn := c.d.Conn()
+	if conn == nil {
+		return fmt.Errorf("display %s is down", c.d.Name())
+	}
+	gen := c.d.Generation()
+	w, h := c.d.Size()
+	if conn == c.conn && gen == c.gen && w == c.w && h == c.h {
+		return nil
+	}
+	c.release()
+	scr := c.d.Screen()
+	if scr.RootDepth != 24 && scr.RootDepth != 32 {
+		return fmt.Errorf("display %s has depth %d: capture supports 24-bit displays (start Xvfb with depth 24)", c.d.Name(), scr.RootDepth)
+	}
+	c.conn, c.gen, c.w, c.h = conn, gen, w, h
+	c.useSHM = false
+	if err := c.attachSHM(); err != nil {
+		if !c.warned {
+			c.log.Warn("MIT-SHM unavailable; capturing through GetImage (slower)", "err", err)
+			c.warned = true
+		}
+		return nil
+	}
+	c.useSHM = true
+	return nil
+}
+
+func (c *Capturer) attachSHM() error {
+	if err := shm.Init(c.conn); err != nil {
+		return fmt.Errorf("MIT-SHM extension: %w", err)
+	}
+	size := c.w * c.h * 4
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, size, unix.IPC_CREAT|0o600)
+	if err != nil {
+		return fmt.Errorf("create shared memory segment of %d bytes: %w", size, err)
+	}
+	buf, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		return fmt.Errorf("attach shared memory: %w", err)
+	}
+	seg, err := shm.NewSegId(c.conn)
+	if err != nil {
+		unix.SysvShmDetach(buf)
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		return err
+	}
+	if err := shm.AttachChecked(c.conn, seg, uint32(id), false).Check(); err != nil {
+		unix.SysvShmDetach(buf)
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		return fmt.Errorf("X server cannot attach the segment: %w", err)
+	}
+	// Both sides are attached: marking it removed now means the kernel frees
+	// it when the last one detaches, even if this process is killed.
+	unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	c.seg, c.shmID, c.shmBuf = seg, id, buf
+	return nil
+}
+
+// release frees the segment. Called with c.mu held.
+func (c *Capturer) release() {
+	if c.shmBuf == nil {
+		return
+	}
+	if c.conn != nil && c.conn == c.d.Conn() {
+		shm.Detach(c.conn, c.seg)
+	}
+	unix.SysvShmDetach(c.shmBuf)
+	c.shmBuf, c.shmID = nil, -1
+}
+
+// Capture grabs the whole screen into a new Frame the caller owns.
+func (c *Capturer) Capture(ctx context.Context) (*Frame, error) {
+	f := &Frame{}
+	if err := c.CaptureInto(ctx, f); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// CaptureInto grabs the whole screen into f, reusing f.Pix when it is large
+// enough, so a video loop captures without allocating.
+func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.prepare(); err != nil {
+		return err
+	}
+	n := c.w * c.h * 4
+	if cap(f.Pix) < n {
+		f.Pix = make([]byte, n)
+	}
+	f.Pix = f.Pix[:n]
+	f.Width, f.Height, f.Stride = c.w, c.h, c.w*4
+	root := xproto.Drawable(c.d.Root())
+	if c.useSHM {
+		_, err := shm.GetImage(c.conn, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff, xproto.ImageFormatZPixmap, c.seg, 0).Reply()
+		if err != nil {
+			// The server may have restarted between prepare and now.
+			c.gen = 0
+			return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+		}
+		copy(f.Pix, c.shmBuf[:n])
+	} else {
+		reply, err := xproto.GetImage(c.conn, xproto.ImageFormatZPixmap, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff).Reply()
+		if err != nil {
+			c.gen = 0
+			return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+		}
+		if len(reply.Data) < n {
+			return fmt.Errorf("capture screen of %s: got %d bytes, want %d", c.d.Name(), len(reply.Data), n)
+		}
+		copy(f.Pix, reply.Data[:n])
+	}
+	f.Time = time.Now()
+	f.Hash = maphash.Bytes(c.seed, f.Pix)
+	return nil
+}
+
+// UsesSHM reports whether captures go through shared memory.
+func (c *Capturer) UsesSHM() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.useSHM
+}
+
+// Close frees the shared-memory segment.
+func (c *Capturer) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.release()
+	c.closed = true
+	return nil
+}
+
+// StripeHashes hashes every band of rows rows (the last may be shorter), so a
+// caller can tell which part of the screen changed without comparing pixels.
+func (f *Frame) StripeHashes(seed maphash.Seed, rows int, dst []uint64) []uint64 {
+	if rows <= 0 {
+		rows = 16
+	}
+	dst = dst[:0]
+	for y := 0; y < f.Height; y += rows {
+		end := min(y+rows, f.Height)
+		dst = append(dst, maphash.Bytes(seed, f.Pix[y*f.Stride:end*f.Stride]))
+	}
+	return dst
+}

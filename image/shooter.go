@@ -1,0 +1,205 @@
+package image
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	stdimage "image"
+	"image/jpeg"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Format is a screenshot encoding.
+type Format string
+
+const (
+	PNG  Format = "png"
+	JPEG Format = "jpeg"
+)
+
+// Shot is an encoded screenshot.
+type Shot struct {
+	Data          []byte
+	MIME          string
+	Width, Height int
+	// Hash of the captured screen the shot was made from.
+	Hash uint64
+	// Changed is false when the screen was identical to the previous shot's,
+	// in which case Data is that shot's encoding, reused.
+	Changed  bool
+	Captured time.Time
+}
+
+// ShooterOptions say how screenshots are made.
+type ShooterOptions struct {
+	Format      Format // png (default) or jpeg
+	JPEGQuality int    // 1-100, default 80
+	// ModelW and ModelH are the size screenshots are scaled to; zero means
+	// the screen's size.
+	ModelW, ModelH int
+}
+
+// Shooter makes model-space screenshots: capture, scale, encode, with the last
+// encoding cached by screen content so an unchanged screen is not re-encoded.
+type Shooter struct {
+	c *Capturer
+
+	mu      sync.Mutex
+	opt     ShooterOptions
+	last    Shot
+	hasLast bool
+	frame   Frame
+
+	encodes atomic.Int64
+}
+
+// NewShooter makes screenshots from c.
+func NewShooter(c *Capturer, opt ShooterOptions) *Shooter {
+	if opt.Format == "" {
+		opt.Format = PNG
+	}
+	if opt.JPEGQuality <= 0 || opt.JPEGQuality > 100 {
+		opt.JPEGQuality = 80
+	}
+	return &Shooter{c: c, opt: opt}
+}
+
+// SetModelSize changes the size screenshots are scaled to (zero: screen size).
+func (s *Shooter) SetModelSize(w, h int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opt.ModelW, s.opt.ModelH = w, h
+	s.hasLast = false
+}
+
+// Encodes counts the screenshots actually encoded (not served from the cache).
+func (s *Shooter) Encodes() int64 { return s.encodes.Load() }
+
+// Shot captures the screen and returns it in model space.
+func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
+		return Shot{}, err
+	}
+	w, h := s.opt.ModelW, s.opt.ModelH
+	if w <= 0 || h <= 0 {
+		w, h = s.frame.Width, s.frame.Height
+	}
+	if s.hasLast && s.last.Hash == s.frame.Hash && s.last.Width == w && s.last.Height == h {
+		shot := s.last
+		shot.Changed = false
+		shot.Captured = s.frame.Time
+		return shot, nil
+	}
+	shot, err := s.encode(Scale(&s.frame, w, h))
+	if err != nil {
+		return Shot{}, err
+	}
+	shot.Hash = s.frame.Hash
+	shot.Changed = true
+	s.last, s.hasLast = shot, true
+	return shot, nil
+}
+
+// Zoom returns the screen-space rectangle r of the full-resolution screen,
+// encoded at full resolution (never a crop of the downscaled shot).
+func (s *Shooter) Zoom(ctx context.Context, r stdimage.Rectangle) (Shot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
+		return Shot{}, err
+	}
+	bounds := stdimage.Rect(0, 0, s.frame.Width, s.frame.Height)
+	if r.Empty() || !r.In(bounds) {
+		return Shot{}, fmt.Errorf("zoom region %v is not a non-empty part of the %dx%d screen", r, s.frame.Width, s.frame.Height)
+	}
+	shot, err := s.encode(Crop(&s.frame, r))
+	if err != nil {
+		return Shot{}, err
+	}
+	shot.Hash = s.frame.Hash
+	shot.Changed = true
+	return shot, nil
+}
+
+func (s *Shooter) encode(f *Frame) (Shot, error) {
+	var buf bytes.Buffer
+	shot := Shot{Width: f.Width, Height: f.Height, Captured: f.Time}
+	switch s.opt.Format {
+	case JPEG:
+		if err := jpeg.Encode(&buf, f.RGBA(), &jpeg.Options{Quality: s.opt.JPEGQuality}); err != nil {
+			return Shot{}, fmt.Errorf("encode JPEG: %w", err)
+		}
+		shot.MIME = "image/jpeg"
+	case PNG:
+		if err := EncodePNG(&buf, f); err != nil {
+			return Shot{}, fmt.Errorf("encode PNG: %w", err)
+		}
+		shot.MIME = "image/png"
+	default:
+		return Shot{}, fmt.Errorf("unknown image format %q: use png or jpeg", s.opt.Format)
+	}
+	s.encodes.Add(1)
+	shot.Data = buf.Bytes()
+	return shot, nil
+}
+
+// SettleOptions say when the screen counts as settled.
+type SettleOptions struct {
+	// Quiet is how long the screen must stay unchanged. Default 80 ms.
+	Quiet time.Duration
+	// Max caps the wait. Default 2 s.
+	Max time.Duration
+	// Interval is the sampling period. Default 10 ms.
+	Interval time.Duration
+}
+
+func (o *SettleOptions) defaults() {
+	if o.Quiet <= 0 {
+		o.Quiet = 80 * time.Millisecond
+	}
+	if o.Max <= 0 {
+		o.Max = 2 * time.Second
+	}
+	if o.Interval <= 0 {
+		o.Interval = 10 * time.Millisecond
+	}
+}
+
+// Settle samples the screen until it has not changed for opt.Quiet, and
+// returns settled=false if that did not happen within opt.Max. It replaces the
+// fixed sleep agents usually take after an action.
+func (c *Capturer) Settle(ctx context.Context, opt SettleOptions) (settled bool, waited time.Duration, err error) {
+	opt.defaults()
+	start := time.Now()
+	var f Frame
+	if err := c.CaptureInto(ctx, &f); err != nil {
+		return false, 0, err
+	}
+	last, lastChange := f.Hash, start
+	tick := time.NewTicker(opt.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, time.Since(start), ctx.Err()
+		case <-tick.C:
+		}
+		if err := c.CaptureInto(ctx, &f); err != nil {
+			return false, time.Since(start), err
+		}
+		now := time.Now()
+		if f.Hash != last {
+			last, lastChange = f.Hash, now
+		}
+		if now.Sub(lastChange) >= opt.Quiet {
+			return true, now.Sub(start), nil
+		}
+		if now.Sub(start) >= opt.Max {
+			return false, now.Sub(start), nil
+		}
+	}
+}
