@@ -625,4 +625,3 @@ func loadReference(base, name string) (*image.NRGBA, error) {
 	draw.Draw(out, out.Rect, img, b.Min, draw.Src)
 	return out, nil
 }
-
