@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"hash/adler32"
 	stdimage "image"
 	"image/color"
 	"image/jpeg"
@@ -289,4 +290,19 @@ func shmSegments(t testing.TB) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(data), "\n") - 1
+}
+
+func TestAdler32Combine(t *testing.T) {
+	data := []byte("the quick brown fox jumps over the lazy dog, again and again and again")
+	for _, cut := range []int{0, 1, 10, len(data) - 1, len(data)} {
+		a, b := data[:cut], data[cut:]
+		got := adler32Combine(adler32.Checksum(a), adler32.Checksum(b), len(b))
+		if want := adler32.Checksum(data); got != want {
+			t.Errorf("cut %d: combined %08x, want %08x", cut, got, want)
+		}
+	}
+	big := bytes.Repeat([]byte{0xff}, 200000)
+	if got, want := adler32Combine(adler32.Checksum(big[:123457]), adler32.Checksum(big[123457:]), len(big)-123457), adler32.Checksum(big); got != want {
+		t.Errorf("large: combined %08x, want %08x", got, want)
+	}
 }

@@ -16,23 +16,40 @@ import (
 // and bands of rows are deflated in parallel at the fastest level, each band
 // ending on a sync flush so the pieces join into one valid zlib stream (the
 // way pigz parallelises gzip). The standard library's encoder takes several
-// times longer on the same screen (see BenchmarkPNG).
+// times longer on the same screen (see BenchmarkScreenshot).
 func EncodePNG(w io.Writer, f *Frame) error {
-	var buf bytes.Buffer
-	buf.Grow(f.Width * f.Height / 4)
-	buf.Write([]byte("\x89PNG\r\n\x1a\n"))
+	var e pngEncoder
+	return e.encode(w, f)
+}
 
+// pngEncoder keeps the per-band compressors and buffers between encodes, so a
+// Shooter encodes without allocating megabytes each time. Not safe for
+// concurrent use.
+type pngEncoder struct {
+	bands []pngBand
+	buf   bytes.Buffer
+}
+
+type pngBand struct {
+	zw    *flate.Writer
+	out   bytes.Buffer
+	row   []byte
+	adler uint32
+	n     int // bytes of filtered rows
+}
+
+func (e *pngEncoder) encode(w io.Writer, f *Frame) error {
+	e.buf.Reset()
+	e.buf.WriteString("\x89PNG\r\n\x1a\n")
 	var ihdr [13]byte
 	binary.BigEndian.PutUint32(ihdr[0:], uint32(f.Width))
 	binary.BigEndian.PutUint32(ihdr[4:], uint32(f.Height))
 	ihdr[8] = 8 // bit depth
 	ihdr[9] = 2 // colour type: RGB
-	writeChunk(&buf, "IHDR", ihdr[:])
-
-	idat := deflateRows(f)
-	writeChunk(&buf, "IDAT", idat)
-	writeChunk(&buf, "IEND", nil)
-	_, err := w.Write(buf.Bytes())
+	writeChunk(&e.buf, "IHDR", ihdr[:])
+	writeChunk(&e.buf, "IDAT", e.deflateRows(f))
+	writeChunk(&e.buf, "IEND", nil)
+	_, err := w.Write(e.buf.Bytes())
 	return err
 }
 
@@ -42,70 +59,88 @@ func writeChunk(buf *bytes.Buffer, typ string, data []byte) {
 	copy(hdr[4:], typ)
 	buf.Write(hdr[:])
 	buf.Write(data)
-	crc := crc32.NewIEEE()
-	crc.Write(hdr[4:8])
-	crc.Write(data)
+	crc := crc32.Update(crc32.ChecksumIEEE(hdr[4:8]), crc32.IEEETable, data)
 	var sum [4]byte
-	binary.BigEndian.PutUint32(sum[:], crc.Sum32())
+	binary.BigEndian.PutUint32(sum[:], crc)
 	buf.Write(sum[:])
 }
 
-// deflateRows filters f's rows and returns the zlib stream of them.
-func deflateRows(f *Frame) []byte {
+// deflateRows filters f's rows and returns their zlib stream.
+func (e *pngEncoder) deflateRows(f *Frame) []byte {
 	rowLen := 1 + f.Width*3
-	bands := runtime.GOMAXPROCS(0)
-	// Small images are not worth the goroutines.
-	if f.Height < 64 || bands < 1 {
-		bands = 1
+	n := 1
+	if f.Height >= 64 {
+		// Two bands a core keeps both cores busy when one band is all text
+		// and the other all background.
+		n = min(2*runtime.GOMAXPROCS(0), f.Height/32)
 	}
-	bands = min(bands*2, f.Height/32+1)
-	per := (f.Height + bands - 1) / bands
-
-	type piece struct {
-		raw   []byte // filtered rows, kept for the checksum
-		zdata []byte
+	for len(e.bands) < n {
+		zw, _ := flate.NewWriter(nil, flate.BestSpeed)
+		e.bands = append(e.bands, pngBand{zw: zw})
 	}
-	pieces := make([]piece, bands)
+	per := (f.Height + n - 1) / n
 	var wg sync.WaitGroup
-	for b := 0; b < bands; b++ {
-		y0 := b * per
-		y1 := min(y0+per, f.Height)
+	for i := 0; i < n; i++ {
+		y0, y1 := i*per, min((i+1)*per, f.Height)
+		b := &e.bands[i]
+		b.out.Reset()
+		b.n = 0
+		b.adler = 1
 		if y0 >= y1 {
 			continue
 		}
 		wg.Add(1)
-		go func(b, y0, y1 int) {
+		go func() {
 			defer wg.Done()
-			raw := make([]byte, (y1-y0)*rowLen)
+			if cap(b.row) < rowLen {
+				b.row = make([]byte, rowLen)
+			}
+			row := b.row[:rowLen]
+			b.zw.Reset(&b.out)
+			sum := adler32.New()
 			for y := y0; y < y1; y++ {
-				filterRow(raw[(y-y0)*rowLen:(y-y0+1)*rowLen], f, y)
+				filterRow(row, f, y)
+				b.zw.Write(row)
+				sum.Write(row)
 			}
-			var out bytes.Buffer
-			out.Grow(len(raw) / 8)
-			zw, _ := flate.NewWriter(&out, flate.BestSpeed)
-			zw.Write(raw)
 			if y1 == f.Height {
-				zw.Close() // final block
+				b.zw.Close() // the final block
 			} else {
-				zw.Flush() // byte-aligned, not final: the next band continues the stream
+				b.zw.Flush() // byte-aligned and not final: the next band continues the stream
 			}
-			pieces[b] = piece{raw: raw, zdata: out.Bytes()}
-		}(b, y0, y1)
+			b.adler = sum.Sum32()
+			b.n = (y1 - y0) * rowLen
+		}()
 	}
 	wg.Wait()
 
 	total := 2 + 4
-	for _, p := range pieces {
-		total += len(p.zdata)
+	for i := 0; i < n; i++ {
+		total += e.bands[i].out.Len()
 	}
 	z := make([]byte, 0, total)
 	z = append(z, 0x78, 0x01) // zlib header: deflate, 32K window, fastest
-	sum := adler32.New()
-	for _, p := range pieces {
-		z = append(z, p.zdata...)
-		sum.Write(p.raw)
+	sum := uint32(1)
+	for i := 0; i < n; i++ {
+		b := &e.bands[i]
+		z = append(z, b.out.Bytes()...)
+		sum = adler32Combine(sum, b.adler, b.n)
 	}
-	return binary.BigEndian.AppendUint32(z, sum.Sum32())
+	return binary.BigEndian.AppendUint32(z, sum)
+}
+
+// adler32Combine returns the Adler-32 of A followed by B from the sums of A
+// and B and the length of B. s1 is 1 plus the sum of the bytes and s2 the sum
+// of s1 after each byte, so appending B adds (s1(A)-1) to each of B's len(B)
+// running s1 values: s1 = s1(A)+s1(B)-1, s2 = s2(A)+s2(B)+len(B)*(s1(A)-1).
+func adler32Combine(a, b uint32, lenB int) uint32 {
+	const mod = 65521
+	a1, a2 := uint64(a&0xffff), uint64(a>>16)
+	b1, b2 := uint64(b&0xffff), uint64(b>>16)
+	n := uint64(lenB) % mod
+	s1 := (a1 + b1 + mod - 1) % mod
+	s2 := (a2 + b2 + n*((a1+mod-1)%mod)) % mod
+	return uint32(s2<<16 | s1)
 }
 
 // filterRow writes row y of f into dst as PNG filter byte + RGB, using the Up

@@ -51,6 +51,7 @@ type Shooter struct {
 	last    Shot
 	hasLast bool
 	frame   Frame
+	png     pngEncoder
 
 	encodes atomic.Int64
 }
@@ -135,7 +136,7 @@ func (s *Shooter) encode(f *Frame) (Shot, error) {
 		}
 		shot.MIME = "image/jpeg"
 	case PNG:
-		if err := EncodePNG(&buf, f); err != nil {
+		if err := s.png.encode(&buf, f); err != nil {
 			return Shot{}, fmt.Errorf("encode PNG: %w", err)
 		}
 		shot.MIME = "image/png"

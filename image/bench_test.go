@@ -1,0 +1,130 @@
+package image
+
+import (
+	"context"
+	"image/png"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+)
+
+// benchDesktop starts a 1280x800 desktop with real content: openbox and two
+// xterms full of text.
+func benchDesktop(b *testing.B, w, h int) *display.Display {
+	b.Helper()
+	for _, bin := range []string{"openbox", "xterm"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			b.Fatalf("%s is needed for the benchmark desktop (scripts/install-deps.sh): %v", bin, err)
+		}
+	}
+	d, err := display.Start(context.Background(), display.Config{Width: w, Height: h, Apps: [][]string{
+		{"xterm", "-geometry", "120x40+0+0", "-e", "sh", "-c", "ls -la /usr/bin | head -200; exec sleep 600"},
+		{"xterm", "-geometry", "80x30+500+300", "-bg", "navy", "-fg", "yellow", "-e", "sh", "-c", "cat /etc/services; exec sleep 600"},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Close() })
+	time.Sleep(1500 * time.Millisecond) // let the terminals draw
+	return d
+}
+
+func BenchmarkCapture(b *testing.B) {
+	d := benchDesktop(b, 1280, 800)
+	c, _ := NewCapturer(d)
+	defer c.Close()
+	ctx := context.Background()
+	var f Frame
+	b.Run("shm", func(b *testing.B) {
+		for b.Loop() {
+			if err := c.CaptureInto(ctx, &f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("getimage", func(b *testing.B) {
+		c.mu.Lock()
+		c.useSHM = false
+		c.mu.Unlock()
+		defer func() { c.mu.Lock(); c.gen = 0; c.mu.Unlock() }()
+		for b.Loop() {
+			if err := c.CaptureInto(ctx, &f); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkScreenshot compares the whole screenshot path (capture, scale,
+// encode PNG) with what the usual demo runs: scrot to a file, and scrot plus
+// ImageMagick's resize.
+func BenchmarkScreenshot(b *testing.B) {
+	for _, size := range []struct {
+		name         string
+		w, h, mw, mh int
+	}{
+		{"1280x800", 1280, 800, 1280, 800},
+		{"1920x1200_to_1280x800", 1920, 1200, 1280, 800},
+	} {
+		b.Run(size.name, func(b *testing.B) {
+			d := benchDesktop(b, size.w, size.h)
+			c, _ := NewCapturer(d)
+			defer c.Close()
+			ctx := context.Background()
+			dir := b.TempDir()
+			shot := filepath.Join(dir, "shot.png")
+
+			b.Run("deskenv_png", func(b *testing.B) {
+				s := NewShooter(c, ShooterOptions{ModelW: size.mw, ModelH: size.mh})
+				var bytes int
+				for b.Loop() {
+					s.hasLast = false // measure a fresh encode, not the cache
+					sh, err := s.Shot(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bytes = len(sh.Data)
+				}
+				b.ReportMetric(float64(bytes), "png_bytes")
+			})
+			b.Run("deskenv_stdlib_png_bestspeed", func(b *testing.B) {
+				enc := png.Encoder{CompressionLevel: png.BestSpeed}
+				var f Frame
+				for b.Loop() {
+					c.CaptureInto(ctx, &f)
+					if err := enc.Encode(io.Discard, Scale(&f, size.mw, size.mh).RGBA()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("scrot", func(b *testing.B) {
+				for b.Loop() {
+					os.Remove(shot)
+					cmd := exec.Command("scrot", "-o", shot)
+					cmd.Env = d.Env()
+					if out, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("scrot: %v: %s", err, out)
+					}
+				}
+			})
+			b.Run("scrot_convert_resize", func(b *testing.B) {
+				out := filepath.Join(dir, "small.png")
+				for b.Loop() {
+					cmd := exec.Command("scrot", "-o", shot)
+					cmd.Env = d.Env()
+					if o, err := cmd.CombinedOutput(); err != nil {
+						b.Fatalf("scrot: %v: %s", err, o)
+					}
+					if o, err := exec.Command("convert", shot, "-resize", "1280x800!", out).CombinedOutput(); err != nil {
+						b.Fatalf("convert: %v: %s", err, o)
+					}
+				}
+			})
+		})
+	}
+}
