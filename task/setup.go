@@ -1,0 +1,282 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StepError is a setup step that failed.
+type StepError struct {
+	Task  string // task id
+	Index int    // position in Setup
+	Type  string // step type
+	Err   error
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("task %q: setup[%d] (%s): %v", e.Task, e.Index, e.Type, e.Err)
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// RunSetup runs the setup steps in order, each within its timeout, and stops
+// at the first that fails with a *StepError naming it. Programs it launches
+// keep running after it returns; DisplayEnv.CloseLaunched ends them.
+func (t *Task) RunSetup(ctx context.Context, env Env) error {
+	r := setupRun{env: env}
+	for i := range t.Setup {
+		s := &t.Setup[i]
+		if err := ctx.Err(); err != nil {
+			return &StepError{t.ID, i, s.Type, fmt.Errorf("not started: %w", err)}
+		}
+		if err := r.step(ctx, i, s); err != nil {
+			return &StepError{t.ID, i, s.Type, err}
+		}
+	}
+	return nil
+}
+
+type setupRun struct {
+	env      Env
+	launched []launched
+}
+
+type launched struct {
+	index int
+	proc  *Process
+}
+
+func (r *setupRun) step(ctx context.Context, i int, s *Step) error {
+	home := r.env.Home()
+	switch s.Type {
+	case StepLaunch:
+		argv := []string{"/bin/sh", "-c", s.Command}
+		if len(s.Argv) > 0 {
+			argv = make([]string, len(s.Argv))
+			for j, a := range s.Argv {
+				argv[j] = expandArg(home, a)
+			}
+		}
+		return r.launch(ctx, i, argv)
+
+	case StepOpen:
+		target := s.URL
+		if target == "" {
+			target = expandPath(home, s.Path)
+		}
+		argv := []string{"xdg-open", target}
+		if len(s.With) > 0 {
+			argv = nil
+			for _, a := range s.With {
+				argv = append(argv, expandArg(home, a))
+			}
+			argv = append(argv, target)
+		}
+		return r.launch(ctx, i, argv)
+
+	case StepCommand:
+		limit := stepTimeout(s.Timeout, DefaultCommandTimeout)
+		cctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		res, err := r.env.Run(cctx, s.Command)
+		if err != nil {
+			if ctx.Err() == nil && cctx.Err() != nil {
+				return fmt.Errorf("%s did not finish within %s%s", quoteHead(s.Command, 200), limit, outputTails(res))
+			}
+			return fmt.Errorf("%s: %w", quoteHead(s.Command, 200), err)
+		}
+		if res.ExitCode != 0 {
+			return fmt.Errorf("%s exited with status %d%s", quoteHead(s.Command, 200), res.ExitCode, outputTails(res))
+		}
+		return nil
+
+	case StepWriteFile:
+		return writeFile(expandPath(home, s.Path), s.Content, s.Mode)
+
+	case StepWaitWindow:
+		return r.waitWindow(ctx, s)
+
+	case StepSleep:
+		t := time.NewTimer(s.Duration.D())
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("unknown step type %q", s.Type)
+}
+
+func (r *setupRun) launch(ctx context.Context, i int, argv []string) error {
+	cctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
+	defer cancel()
+	p, err := r.env.Launch(cctx, argv)
+	if err != nil {
+		return err
+	}
+	r.launched = append(r.launched, launched{i, p})
+	return nil
+}
+
+func stepTimeout(d Duration, def time.Duration) time.Duration {
+	if d > 0 {
+		return d.D()
+	}
+	return def
+}
+
+// outputTails is "; stderr: ..." (and stdout, when stderr is empty) for an
+// error message.
+func outputTails(res Result) string {
+	var b strings.Builder
+	if s := strings.TrimSpace(res.Stderr); s != "" {
+		b.WriteString("; stderr: " + quoteEnds(s, 500))
+	} else if s := strings.TrimSpace(res.Stdout); s != "" {
+		b.WriteString("; stdout: " + quoteEnds(s, 500))
+	}
+	return b.String()
+}
+
+func writeFile(path, content, mode string) error {
+	perm := os.FileMode(0o644)
+	if mode != "" {
+		m, err := strconv.ParseUint(mode, 8, 32)
+		if err != nil {
+			return fmt.Errorf("mode %q is not octal: %w", mode, err)
+		}
+		perm = os.FileMode(m) & os.ModePerm
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("make the folder for %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(content), perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// WriteFile leaves an existing file's mode alone and the umask trims new
+	// ones; the task asked for exactly this mode.
+	if err := os.Chmod(path, perm); err != nil {
+		return fmt.Errorf("set the mode of %s: %w", path, err)
+	}
+	return nil
+}
+
+const pollInterval = 100 * time.Millisecond
+
+func (r *setupRun) waitWindow(ctx context.Context, s *Step) error {
+	m := matcher{contains: s.Contains, re: s.re, ignoreCase: s.IgnoreCase}
+	limit := stepTimeout(s.Timeout, DefaultWaitWindowTimeout)
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var (
+		last    []Window
+		lastErr error
+	)
+	for {
+		ws, err := r.env.Windows(wctx)
+		if err == nil {
+			last, lastErr = ws, nil
+			for _, w := range ws {
+				if m.match(w.Title) {
+					return nil
+				}
+			}
+		} else if wctx.Err() == nil {
+			lastErr = err
+		}
+		select {
+		case <-tick.C:
+		case <-wctx.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			msg := fmt.Sprintf("no window whose title %s appeared within %s", m, limit)
+			if lastErr != nil {
+				msg += fmt.Sprintf("; listing windows failed: %v", lastErr)
+			} else {
+				msg += "; windows now: " + windowTitles(last)
+			}
+			for _, l := range r.launched {
+				if done, how := l.proc.Exited(); done {
+					msg += fmt.Sprintf("; setup[%d] %s exited: %s", l.index, strings.Join(l.proc.Argv, " "), how)
+				}
+			}
+			return errors.New(msg)
+		}
+	}
+}
+
+func windowTitles(ws []Window) string {
+	if len(ws) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, w := range ws {
+		if w.Title == "" {
+			parts = append(parts, fmt.Sprintf("0x%x (untitled %s)", w.ID, w.Class))
+			continue
+		}
+		parts = append(parts, quoteHead(w.Title, 80))
+	}
+	if len(parts) > 20 {
+		parts = append(parts[:20], fmt.Sprintf("and %d more", len(parts)-20))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// matcher is a "contains" or "matches" condition on text.
+type matcher struct {
+	contains   string
+	re         *regexp.Regexp
+	ignoreCase bool
+}
+
+func (m matcher) match(s string) bool {
+	if m.contains != "" {
+		if m.ignoreCase {
+			if !strings.Contains(strings.ToLower(s), strings.ToLower(m.contains)) {
+				return false
+			}
+		} else if !strings.Contains(s, m.contains) {
+			return false
+		}
+	}
+	if m.re != nil && !m.re.MatchString(s) {
+		return false
+	}
+	return true
+}
+
+// pattern is the regular expression as the task file wrote it.
+func (m matcher) pattern() string {
+	expr := m.re.String()
+	if m.ignoreCase {
+		expr = strings.TrimPrefix(expr, "(?i)")
+	}
+	return "/" + expr + "/"
+}
+
+func (m matcher) String() string {
+	var parts []string
+	if m.contains != "" {
+		parts = append(parts, fmt.Sprintf("contains %q", m.contains))
+	}
+	if m.re != nil {
+		parts = append(parts, "matches "+m.pattern())
+	}
+	s := strings.Join(parts, " and ")
+	if m.ignoreCase {
+		s += " (ignoring case)"
+	}
+	return s
+}

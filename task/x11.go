@@ -1,0 +1,565 @@
+package task
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"image"
+	"math/bits"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+var envAtoms = []string{"_NET_CLIENT_LIST", "_NET_SUPPORTING_WM_CHECK", "_NET_WM_NAME", "UTF8_STRING"}
+
+// xconn returns the env's X connection, dialling a new one after the server
+// was restarted or the old one broke.
+func (e *DisplayEnv) xconn() (*xstate, error) {
+	gen := e.d.Generation()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.x != nil && e.x.gen == gen {
+		return e.x, nil
+	}
+	if e.x != nil {
+		e.x.conn.Close()
+		e.x = nil
+	}
+	c, err := e.d.Dial()
+	if err != nil {
+		return nil, err
+	}
+	// Nothing here selects events, but X errors of unchecked requests still
+	// arrive as events; read them so xgb's queue never fills up.
+	go drainEvents(c)
+	atoms, err := internAtoms(c, envAtoms...)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	e.x = &xstate{conn: c, gen: gen, atoms: atoms}
+	return e.x, nil
+}
+
+func drainEvents(c *xgb.Conn) {
+	for {
+		ev, err := c.WaitForEvent()
+		if ev == nil && err == nil {
+			return
+		}
+	}
+}
+
+func internAtoms(c *xgb.Conn, names ...string) (map[string]uint32, error) {
+	cookies := make([]xproto.InternAtomCookie, len(names))
+	for i, n := range names {
+		cookies[i] = xproto.InternAtom(c, false, uint16(len(n)), n)
+	}
+	atoms := make(map[string]uint32, len(names))
+	for i, ck := range cookies {
+		r, err := ck.Reply()
+		if err != nil {
+			return nil, fmt.Errorf("intern X atom %s: %w", names[i], err)
+		}
+		atoms[names[i]] = uint32(r.Atom)
+	}
+	return atoms, nil
+}
+
+// withX runs f on the env's connection, giving up when ctx ends (the
+// connection is then closed, which unblocks f, and a new one dialled next time).
+func (e *DisplayEnv) withX(ctx context.Context, what string, f func(x *xstate) error) error {
+	if e.d == nil {
+		return fmt.Errorf("%s: %w", what, ErrNoDisplay)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	x, err := e.xconn()
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f(x) }()
+	select {
+	case err := <-done:
+		var xerr xgb.Error
+		if err != nil && !errors.As(err, &xerr) {
+			e.dropX(x)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	case <-ctx.Done():
+		e.dropX(x)
+		return fmt.Errorf("%s: the X server did not answer: %w", what, ctx.Err())
+	}
+}
+
+func (e *DisplayEnv) dropX(x *xstate) {
+	e.mu.Lock()
+	if e.x == x {
+		e.x = nil
+	}
+	e.mu.Unlock()
+	x.conn.Close()
+}
+
+// Windows lists the top-level windows: those the window manager lists in
+// _NET_CLIENT_LIST, and the mapped children of the root window that carry a
+// title (every window when there is no window manager, and override-redirect
+// ones when there is). Without a client list, titled children of untitled
+// mapped root children count too (the clients a non-EWMH window manager
+// reparented into its frames).
+func (e *DisplayEnv) Windows(ctx context.Context) ([]Window, error) {
+	var out []Window
+	err := e.withX(ctx, "list windows", func(x *xstate) error {
+		var err error
+		out, err = x.windows()
+		return err
+	})
+	return out, err
+}
+
+func (x *xstate) windows() ([]Window, error) {
+	c := x.conn
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	clientCk := xproto.GetProperty(c, false, root, xproto.Atom(x.atoms["_NET_CLIENT_LIST"]), xproto.AtomWindow, 0, 1<<16)
+	wmCheckCk := xproto.GetProperty(c, false, root, xproto.Atom(x.atoms["_NET_SUPPORTING_WM_CHECK"]), xproto.AtomWindow, 0, 1)
+	treeCk := xproto.QueryTree(c, root)
+
+	var ids []xproto.Window
+	seen := map[xproto.Window]bool{}
+	add := func(w xproto.Window) {
+		if !seen[w] {
+			seen[w] = true
+			ids = append(ids, w)
+		}
+	}
+	clients, err := clientCk.Reply()
+	if err != nil {
+		return nil, err
+	}
+	haveClientList := clients.Type == xproto.AtomWindow && clients.Format == 32
+	if haveClientList {
+		for _, w := range windowList(clients.Value) {
+			add(w)
+		}
+	}
+	var wmCheck xproto.Window
+	if r, err := wmCheckCk.Reply(); err == nil && r.Format == 32 && len(r.Value) >= 4 {
+		wmCheck = windowList(r.Value)[0]
+	}
+	tree, err := treeCk.Reply()
+	if err != nil {
+		return nil, err
+	}
+	mapped := x.viewable(tree.Children)
+	var top []xproto.Window
+	for _, w := range mapped {
+		if w != wmCheck {
+			top = append(top, w)
+		}
+	}
+	titles := x.titles(top)
+	var untitled []xproto.Window
+	for _, w := range top {
+		if titles[w] != "" {
+			add(w)
+		} else {
+			untitled = append(untitled, w)
+		}
+	}
+	if !haveClientList && len(untitled) > 0 {
+		trees := make([]xproto.QueryTreeCookie, len(untitled))
+		for i, w := range untitled {
+			trees[i] = xproto.QueryTree(c, w)
+		}
+		var inner []xproto.Window
+		for _, ck := range trees {
+			if r, err := ck.Reply(); err == nil {
+				inner = append(inner, r.Children...)
+			}
+		}
+		innerTitles := x.titles(inner)
+		for _, w := range inner {
+			if innerTitles[w] != "" {
+				add(w)
+			}
+		}
+	}
+
+	titles = x.titles(ids)
+	classCks := make([]xproto.GetPropertyCookie, len(ids))
+	for i, w := range ids {
+		classCks[i] = xproto.GetProperty(c, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 256)
+	}
+	out := make([]Window, 0, len(ids))
+	for i, w := range ids {
+		win := Window{ID: uint32(w), Title: titles[w]}
+		r, err := classCks[i].Reply()
+		if err != nil {
+			continue // destroyed while we looked
+		}
+		parts := strings.Split(strings.TrimRight(string(r.Value), "\x00"), "\x00")
+		win.Instance = parts[0]
+		if len(parts) > 1 {
+			win.Class = parts[1]
+		}
+		out = append(out, win)
+	}
+	return out, nil
+}
+
+func windowList(b []byte) []xproto.Window {
+	out := make([]xproto.Window, 0, len(b)/4)
+	for i := 0; i+4 <= len(b); i += 4 {
+		out = append(out, xproto.Window(xgb.Get32(b[i:])))
+	}
+	return out
+}
+
+func (x *xstate) viewable(ws []xproto.Window) []xproto.Window {
+	cks := make([]xproto.GetWindowAttributesCookie, len(ws))
+	for i, w := range ws {
+		cks[i] = xproto.GetWindowAttributes(x.conn, w)
+	}
+	var out []xproto.Window
+	for i, ck := range cks {
+		if r, err := ck.Reply(); err == nil && r.MapState == xproto.MapStateViewable {
+			out = append(out, ws[i])
+		}
+	}
+	return out
+}
+
+// titles reads _NET_WM_NAME, falling back to WM_NAME, of each window.
+func (x *xstate) titles(ws []xproto.Window) map[xproto.Window]string {
+	netName := xproto.Atom(x.atoms["_NET_WM_NAME"])
+	utf8Atom := xproto.Atom(x.atoms["UTF8_STRING"])
+	type pair struct{ net, wm xproto.GetPropertyCookie }
+	cks := make([]pair, len(ws))
+	for i, w := range ws {
+		cks[i] = pair{
+			xproto.GetProperty(x.conn, false, w, netName, xproto.GetPropertyTypeAny, 0, 1024),
+			xproto.GetProperty(x.conn, false, w, xproto.AtomWmName, xproto.GetPropertyTypeAny, 0, 1024),
+		}
+	}
+	out := make(map[xproto.Window]string, len(ws))
+	for i, ck := range cks {
+		nr, nerr := ck.net.Reply()
+		wr, werr := ck.wm.Reply()
+		switch {
+		case nerr == nil && nr.Format == 8 && len(nr.Value) > 0:
+			out[ws[i]] = decodeText(nr.Value, nr.Type, utf8Atom)
+		case werr == nil && wr.Format == 8 && len(wr.Value) > 0:
+			out[ws[i]] = decodeText(wr.Value, wr.Type, utf8Atom)
+		}
+	}
+	return out
+}
+
+// decodeText turns an 8-bit text property into a Go string: UTF8_STRING as
+// is, STRING as Latin-1, anything else (COMPOUND_TEXT) as UTF-8 when it is
+// valid and Latin-1 when not.
+func decodeText(b []byte, typ, utf8Atom xproto.Atom) string {
+	if typ == utf8Atom || (typ != xproto.AtomString && utf8.Valid(b)) {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
+	}
+	r := make([]rune, len(b))
+	for i, c := range b {
+		r[i] = rune(c)
+	}
+	return string(r)
+}
+
+// Limits on reading a selection.
+const (
+	DefaultSelectionTimeout = 3 * time.Second
+	MaxSelectionBytes       = 16 << 20
+)
+
+// Selection reads the text of an X selection ("CLIPBOARD", "PRIMARY" or
+// "SECONDARY", any case) the way a pasting client does: it asks the owner to
+// convert it to UTF8_STRING (then STRING) into a property of a window of its
+// own, on a connection of its own, and follows the INCR protocol for large
+// text. No owner gives "". When ctx has no deadline, DefaultSelectionTimeout
+// applies.
+func (e *DisplayEnv) Selection(ctx context.Context, name string) (string, error) {
+	if e.d == nil {
+		return "", fmt.Errorf("read the %s selection: %w", name, ErrNoDisplay)
+	}
+	sel := strings.ToUpper(name)
+	switch sel {
+	case "CLIPBOARD", "PRIMARY", "SECONDARY":
+	default:
+		return "", fmt.Errorf("read selection: %q is not a selection; use CLIPBOARD, PRIMARY or SECONDARY", name)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultSelectionTimeout)
+		defer cancel()
+	}
+	c, err := e.d.Dial()
+	if err != nil {
+		return "", fmt.Errorf("read the %s selection: %w", sel, err)
+	}
+	quit := make(chan struct{})
+	events := make(chan xgb.Event, 16)
+	go func() {
+		for {
+			ev, err := c.WaitForEvent()
+			if ev == nil && err == nil {
+				return
+			}
+			if ev == nil {
+				continue
+			}
+			select {
+			case events <- ev:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(quit)
+		c.Close()
+	}()
+	text, err := readSelection(ctx, c, sel, events)
+	if err != nil {
+		return "", fmt.Errorf("read the %s selection: %w", sel, err)
+	}
+	return text, nil
+}
+
+func readSelection(ctx context.Context, c *xgb.Conn, sel string, events <-chan xgb.Event) (string, error) {
+	atoms, err := internAtoms(c, sel, "UTF8_STRING", "INCR", "DESKENV_SELECTION")
+	if err != nil {
+		return "", err
+	}
+	selAtom := xproto.Atom(atoms[sel])
+	utf8Atom := xproto.Atom(atoms["UTF8_STRING"])
+	incr := xproto.Atom(atoms["INCR"])
+	prop := xproto.Atom(atoms["DESKENV_SELECTION"])
+
+	owner, err := xproto.GetSelectionOwner(c, selAtom).Reply()
+	if err != nil {
+		return "", err
+	}
+	if owner.Owner == xproto.WindowNone {
+		return "", nil
+	}
+	screen := xproto.Setup(c).DefaultScreen(c)
+	win, err := xproto.NewWindowId(c)
+	if err != nil {
+		return "", err
+	}
+	if err := xproto.CreateWindowChecked(c, 0, win, screen.Root, -10, -10, 1, 1, 0,
+		xproto.WindowClassInputOnly, 0, xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
+		return "", fmt.Errorf("create a window to receive the selection: %w", err)
+	}
+	defer xproto.DestroyWindow(c, win)
+
+	for _, target := range []xproto.Atom{utf8Atom, xproto.AtomString} {
+		if err := xproto.ConvertSelectionChecked(c, win, selAtom, target, prop, xproto.TimeCurrentTime).Check(); err != nil {
+			return "", err
+		}
+		ev, err := waitSelectionNotify(ctx, events, win, selAtom)
+		if err != nil {
+			return "", fmt.Errorf("its owner (window 0x%x) did not answer: %w", owner.Owner, err)
+		}
+		if ev.Property == xproto.AtomNone {
+			continue // the owner cannot convert to this target
+		}
+		data, typ, err := readProperty(c, win, prop)
+		if err != nil {
+			return "", err
+		}
+		if typ == incr {
+			data, typ, err = readIncremental(ctx, c, win, prop, events)
+			if err != nil {
+				return "", err
+			}
+		}
+		return decodeText(data, typ, utf8Atom), nil
+	}
+	return "", ErrNoText
+}
+
+func waitSelectionNotify(ctx context.Context, events <-chan xgb.Event, win xproto.Window, sel xproto.Atom) (xproto.SelectionNotifyEvent, error) {
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return xproto.SelectionNotifyEvent{}, errors.New("the X connection closed")
+			}
+			if n, ok := ev.(xproto.SelectionNotifyEvent); ok && n.Requestor == win && n.Selection == sel {
+				return n, nil
+			}
+		case <-ctx.Done():
+			return xproto.SelectionNotifyEvent{}, ctx.Err()
+		}
+	}
+}
+
+// readProperty reads a whole property in chunks and deletes it.
+func readProperty(c *xgb.Conn, win xproto.Window, prop xproto.Atom) ([]byte, xproto.Atom, error) {
+	const chunk = 1 << 16 // 32-bit units per request
+	var out []byte
+	var offset uint32
+	for {
+		r, err := xproto.GetProperty(c, true, win, prop, xproto.GetPropertyTypeAny, offset, chunk).Reply()
+		if err != nil {
+			return nil, 0, fmt.Errorf("read the converted selection: %w", err)
+		}
+		if r.Type == xproto.AtomNone {
+			return nil, xproto.AtomNone, nil
+		}
+		out = append(out, r.Value...)
+		if len(out) > MaxSelectionBytes {
+			return nil, 0, fmt.Errorf("the selection holds more than %d bytes", MaxSelectionBytes)
+		}
+		if r.BytesAfter == 0 {
+			return out, r.Type, nil
+		}
+		offset += uint32(len(r.Value)) / 4
+	}
+}
+
+// readIncremental follows ICCCM's INCR protocol: readProperty deleted the INCR
+// property, which tells the owner to write the first chunk; each deletion asks
+// for the next, and an empty chunk ends the transfer.
+func readIncremental(ctx context.Context, c *xgb.Conn, win xproto.Window, prop xproto.Atom, events <-chan xgb.Event) ([]byte, xproto.Atom, error) {
+	var out []byte
+	var typ xproto.Atom
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return nil, 0, errors.New("the X connection closed during an incremental transfer")
+			}
+			n, ok := ev.(xproto.PropertyNotifyEvent)
+			if !ok || n.Window != win || n.Atom != prop || n.State != xproto.PropertyNewValue {
+				continue
+			}
+			data, t, err := readProperty(c, win, prop)
+			if err != nil {
+				return nil, 0, err
+			}
+			if t == xproto.AtomNone {
+				continue
+			}
+			if len(data) == 0 {
+				return out, typ, nil
+			}
+			if typ == 0 {
+				typ = t
+			}
+			out = append(out, data...)
+			if len(out) > MaxSelectionBytes {
+				return nil, 0, fmt.Errorf("the selection holds more than %d bytes", MaxSelectionBytes)
+			}
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("incremental transfer stopped after %d bytes: %w", len(out), ctx.Err())
+		}
+	}
+}
+
+// Screenshot captures the screen with the function given to NewEnv, or else
+// with a GetImage of the root window.
+func (e *DisplayEnv) Screenshot(ctx context.Context) (*image.RGBA, error) {
+	if e.screenshot != nil {
+		return e.screenshot(ctx)
+	}
+	var img *image.RGBA
+	err := e.withX(ctx, "capture the screen", func(x *xstate) error {
+		var err error
+		img, err = getImage(x.conn)
+		return err
+	})
+	return img, err
+}
+
+// getImage reads the root window with GetImage and converts it to RGBA using
+// the root visual's colour masks.
+func getImage(c *xgb.Conn) (*image.RGBA, error) {
+	setup := xproto.Setup(c)
+	scr := setup.DefaultScreen(c)
+	w, h := int(scr.WidthInPixels), int(scr.HeightInPixels)
+	r, err := xproto.GetImage(c, xproto.ImageFormatZPixmap, xproto.Drawable(scr.Root), 0, 0, uint16(w), uint16(h), 0xffffffff).Reply()
+	if err != nil {
+		return nil, err
+	}
+	var bpp, pad int
+	for _, f := range setup.PixmapFormats {
+		if f.Depth == r.Depth {
+			bpp, pad = int(f.BitsPerPixel), int(f.ScanlinePad)
+		}
+	}
+	var vis *xproto.VisualInfo
+	for _, d := range scr.AllowedDepths {
+		for i := range d.Visuals {
+			if d.Visuals[i].VisualId == scr.RootVisual {
+				vis = &d.Visuals[i]
+			}
+		}
+	}
+	if vis == nil || (bpp != 32 && bpp != 16) || pad == 0 {
+		return nil, fmt.Errorf("unsupported screen format (depth %d, %d bits per pixel)", r.Depth, bpp)
+	}
+	stride := (w*bpp + pad - 1) / pad * pad / 8
+	if len(r.Data) < stride*h {
+		return nil, fmt.Errorf("GetImage returned %d bytes, want %d", len(r.Data), stride*h)
+	}
+	var order binary.ByteOrder = binary.LittleEndian
+	if setup.ImageByteOrder == xproto.ImageOrderMSBFirst {
+		order = binary.BigEndian
+	}
+	rs, gs, bs := channel(vis.RedMask), channel(vis.GreenMask), channel(vis.BlueMask)
+	img := image.NewRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		row := r.Data[y*stride:]
+		out := img.Pix[y*img.Stride:]
+		for x := 0; x < w; x++ {
+			var p uint32
+			if bpp == 32 {
+				p = order.Uint32(row[x*4:])
+			} else {
+				p = uint32(order.Uint16(row[x*2:]))
+			}
+			out[x*4] = rs.get(p)
+			out[x*4+1] = gs.get(p)
+			out[x*4+2] = bs.get(p)
+			out[x*4+3] = 0xff
+		}
+	}
+	return img, nil
+}
+
+type channelMask struct {
+	mask  uint32
+	shift int
+	max   uint32
+}
+
+func channel(mask uint32) channelMask {
+	if mask == 0 {
+		return channelMask{}
+	}
+	shift := bits.TrailingZeros32(mask)
+	return channelMask{mask: mask, shift: shift, max: mask >> shift}
+}
+
+func (c channelMask) get(p uint32) uint8 {
+	if c.max == 0 {
+		return 0
+	}
+	return uint8(((p & c.mask) >> c.shift) * 255 / c.max)
+}
