@@ -24,7 +24,7 @@ func TestRunSetup(t *testing.T) {
 	tests := []struct {
 		name    string
 		setup   string
-		wantErr []string                      // substrings of the error, in order; none: success
+		wantErr []string                        // substrings of the error, in order; none: success
 		after   func(t *testing.T, home string) // checks the result
 	}{
 		{
