@@ -71,15 +71,17 @@ func (r *setupRun) step(ctx context.Context, i int, s *Step) error {
 		if target == "" {
 			target = expandPath(home, s.Path)
 		}
-		argv := []string{"xdg-open", target}
-		if len(s.With) > 0 {
-			argv = nil
-			for _, a := range s.With {
-				argv = append(argv, expandArg(home, a))
+		if len(s.With) == 0 {
+			if err := r.launch(ctx, i, []string{"xdg-open", target}); err != nil {
+				return fmt.Errorf("%w (set \"with\", such as [\"mousepad\"], to choose the program)", err)
 			}
-			argv = append(argv, target)
+			return nil
 		}
-		return r.launch(ctx, i, argv)
+		var argv []string
+		for _, a := range s.With {
+			argv = append(argv, expandArg(home, a))
+		}
+		return r.launch(ctx, i, append(argv, target))
 
 	case StepCommand:
 		limit := stepTimeout(s.Timeout, DefaultCommandTimeout)
