@@ -9,11 +9,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jezek/xgb"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -63,6 +68,7 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := cfg.logger(stderr)
+	quietXGB(log)
 	app, err := newApp(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -120,6 +126,7 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	// stdout carries the protocol: every log line goes to stderr.
 	log := cfg.logger(stderr)
+	quietXGB(log)
 	cfg.NoStream = true
 	app, err := newApp(ctx, cfg, log)
 	if err != nil {
@@ -152,6 +159,21 @@ func healthCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("health check: %s: %s", resp.Status, body)
 	}
 	return nil
+}
+
+// quietXGB routes the X library's own messages ("Trying connection without
+// authority info" on every connection) to the debug log instead of stderr.
+// xgb keeps its logger in a package variable; main is the one place that may
+// set it.
+func quietXGB(log *slog.Logger) {
+	xgb.Logger = stdlog.New(slogWriter{log}, "", 0)
+}
+
+type slogWriter struct{ log *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.log.Debug(strings.TrimSpace(string(p)), "from", "xgb")
+	return len(p), nil
 }
 
 func displayAddr(addr string) string {
