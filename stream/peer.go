@@ -18,26 +18,29 @@ import (
 // in the offer and pion answers with theirs.
 const h264PT = 102
 
-// h264FMTP announces constrained baseline, packetization mode 1. pion matches
-// H.264 by profile and packetization mode, not by level, and browsers decode
-// any level they can, so the level here (3.1) is the one browsers offer; the
-// encoder signals its real level in the SPS.
-const h264FMTP = "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=42e01f"
+// h264FMTP announces constrained baseline, packetization mode 1, at the level
+// the encoder uses for the video size and rate (1280x800 at 30 fps needs 3.2,
+// 42e020). pion matches H.264 by profile and packetization mode, not level,
+// and answers with the browser's own parameters; browsers decode the level
+// the SPS signals.
+func h264FMTP(profileLevelID string) string {
+	return "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" + profileLevelID
+}
 
 var videoFeedback = []webrtc.RTCPFeedback{
 	{Type: "goog-remb"}, {Type: webrtc.TypeRTCPFBCCM, Parameter: "fir"},
 	{Type: webrtc.TypeRTCPFBNACK}, {Type: webrtc.TypeRTCPFBNACK, Parameter: "pli"},
 }
 
-func h264Capability() webrtc.RTPCodecCapability {
-	return webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeH264, ClockRate: 90000, SDPFmtpLine: h264FMTP, RTCPFeedback: videoFeedback}
+func (s *Server) h264Capability() webrtc.RTPCodecCapability {
+	return webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeH264, ClockRate: 90000, SDPFmtpLine: h264FMTP(s.profileLevelID), RTCPFeedback: videoFeedback}
 }
 
 // buildAPI sets up the one pion API all viewers share: H.264 only, NACK
 // responder and RTCP reports, and the network settings of Config.
 func (s *Server) buildAPI() error {
 	m := &webrtc.MediaEngine{}
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: h264Capability(), PayloadType: h264PT}, webrtc.RTPCodecTypeVideo); err != nil {
+	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: s.h264Capability(), PayloadType: h264PT}, webrtc.RTPCodecTypeVideo); err != nil {
 		return fmt.Errorf("stream: register H.264: %w", err)
 	}
 	// RTX lets retransmissions travel on their own stream, so the browser's
@@ -116,7 +119,7 @@ func (v *viewer) onOffer(m clientMsg) {
 			pc.Close()
 		}
 	}()
-	track, err := webrtc.NewTrackLocalStaticRTP(h264Capability(), "video", "deskenv")
+	track, err := webrtc.NewTrackLocalStaticRTP(s.h264Capability(), "video", "deskenv")
 	if err != nil {
 		v.sendError(CodeInternal, "cannot create the video track: %v", err)
 		return

@@ -22,6 +22,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/codec"
 )
 
 // ErrPersonInControl is what the agent's actions fail with under PolicyHuman.
@@ -68,11 +69,12 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 
-	api        *webrtc.API
-	udpConn    net.PacketConn
-	udpMux     ice.UDPMux
-	iceServers []webrtc.ICEServer
-	helloICE   []iceServerMsg
+	api            *webrtc.API
+	profileLevelID string // constrained baseline at the encoder's level
+	udpConn        net.PacketConn
+	udpMux         ice.UDPMux
+	iceServers     []webrtc.ICEServer
+	helloICE       []iceServerMsg
 
 	video *pipeline
 	xw    *xwatch
@@ -110,10 +112,16 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 		cfg.Logger = d.Logger()
 	}
 	sw, sh := d.Size()
-	if _, _, err := cfg.videoSize(sw, sh); err != nil {
+	vw, vh, err := cfg.videoSize(sw, sh)
+	if err != nil {
 		return nil, err
 	}
-	s := &Server{d: d, exec: exec, cfg: cfg, log: cfg.Logger.With("component", "stream"), viewers: map[string]*viewer{}}
+	level, err := codec.Level(vw, vh, cfg.FPS)
+	if err != nil {
+		return nil, fmt.Errorf("stream: %w", err)
+	}
+	s := &Server{d: d, exec: exec, cfg: cfg, log: cfg.Logger.With("component", "stream"), viewers: map[string]*viewer{},
+		profileLevelID: fmt.Sprintf("42e0%02x", level)}
 	s.policy.Store(cfg.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, u := range cfg.ICEServers {

@@ -1,0 +1,162 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/internal/codec"
+)
+
+// retryWait is the pause before the loop tries again after the display or
+// the encoder failed.
+const retryWait = 500 * time.Millisecond
+
+// loop captures, converts, encodes and fans out frames until ctx ends. A tick
+// with an unchanged screen and pointer costs a damage check and a pointer
+// query, nothing more.
+func (p *pipeline) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	for ctx.Err() == nil {
+		err := p.run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		p.s.log.Warn("video loop failed; restarting it", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(retryWait):
+		}
+	}
+}
+
+// run is one life of the loop: one capturer and one encoder for one screen
+// size. It returns an error when they must be rebuilt.
+func (p *pipeline) run(ctx context.Context) error {
+	g := p.refreshGeometry()
+	capt, err := deskimage.NewCapturer(p.s.d)
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	defer capt.Close()
+	enc, err := codec.NewH264Encoder(codec.H264Options{
+		Width: g.vw, Height: g.vh, FPS: p.s.cfg.FPS, BitrateKbps: p.s.cfg.BitrateKbps,
+		Preset: p.s.cfg.Preset,
+	})
+	if err != nil {
+		return fmt.Errorf("H.264 encoder: %w", err)
+	}
+	defer enc.Close()
+	p.s.log.Info("video started", "screen", fmt.Sprintf("%dx%d", g.sw, g.sh), "video", fmt.Sprintf("%dx%d", g.vw, g.vh), "fps", p.s.cfg.FPS)
+	defer p.s.log.Info("video stopped")
+
+	var (
+		frame    deskimage.Frame
+		scaler   codec.Scaler
+		pic      = codec.NewI420(g.vw, g.vh)
+		pl       = planesOf(pic)
+		have     bool   // pic holds a converted frame
+		lastHash uint64 // of the last converted capture
+		cur      cursorState
+		curImg   *cursorImage
+		under    saveUnder
+		lastKey  time.Time
+		start    = time.Now()
+	)
+	tick := time.NewTicker(time.Second / time.Duration(p.s.cfg.FPS))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		now := time.Now()
+		wantKey := false
+		if p.keyReq.Load() && now.Sub(lastKey) >= p.s.cfg.KeyframeInterval {
+			p.keyReq.Store(false)
+			wantKey = true
+		}
+
+		screenChanged := false
+		if p.s.xw.takeDamage() || !have {
+			if err := capt.CaptureInto(ctx, &frame); err != nil {
+				return fmt.Errorf("capture: %w", err)
+			}
+			p.counters.captured.Add(1)
+			if frame.Width != g.sw || frame.Height != g.sh {
+				return fmt.Errorf("the screen changed size from %dx%d to %dx%d", g.sw, g.sh, frame.Width, frame.Height)
+			}
+			screenChanged = !have || frame.Hash != lastHash
+		}
+
+		cs := p.s.xw.cursor(cur.serial)
+		if cs.imageChanged {
+			curImg = newCursorImage(cs.w, cs.h, cs.xhot, cs.yhot, cs.argb)
+		}
+		cursorChanged := cs.ok != cur.ok || cs.x != cur.x || cs.y != cur.y || cs.serial != cur.serial
+
+		if !screenChanged && !cursorChanged && !wantKey {
+			p.counters.skipped.Add(1)
+			continue
+		}
+
+		t0 := time.Now()
+		if screenChanged {
+			if err := convert(&scaler, &frame, pic, g); err != nil {
+				return err
+			}
+			lastHash, have = frame.Hash, true
+			under = saveUnder{y: under.y, u: under.u, v: under.v} // the conversion painted over the old pointer
+		} else {
+			under.restore(pl)
+		}
+		if cs.ok && curImg != nil {
+			hx, hy := g.space.ToModel(cs.x, cs.y)
+			curImg.draw(pl, hx, hy, &under)
+		}
+		cur = cs
+		cur.argb = nil
+
+		if wantKey {
+			enc.ForceKeyframe()
+		}
+		data, key, err := enc.Encode(pic, now.Sub(start))
+		if err != nil {
+			return fmt.Errorf("encode: %w", err)
+		}
+		d := time.Since(t0)
+		p.counters.encodeNanos.Add(int64(d))
+		p.counters.lastEncodeNanos.Store(int64(d))
+		if len(data) == 0 {
+			continue // the encoder buffered it (it should not with zerolatency)
+		}
+		p.counters.encoded.Add(1)
+		p.counters.bytesEncoded.Add(uint64(len(data)))
+		if key {
+			p.counters.keyframes.Add(1)
+			lastKey = now
+		}
+		p.fanOut(&encFrame{data: data, key: key, at: now})
+	}
+}
+
+// convert turns a BGRX capture into the I420 picture, scaling when the video
+// is smaller than the screen.
+func convert(sc *codec.Scaler, f *deskimage.Frame, pic *codec.I420, g *geometry) error {
+	if g.vw == g.sw && g.vh == g.sh {
+		if err := codec.BGRXToI420(f.Pix, f.Stride, f.Width, f.Height, pic); err != nil {
+			return fmt.Errorf("colour conversion: %w", err)
+		}
+		return nil
+	}
+	if err := sc.ScaleBGRXToI420(f.Pix, f.Stride, f.Width, f.Height, pic); err != nil {
+		return fmt.Errorf("scaling: %w", err)
+	}
+	return nil
+}
+
+func planesOf(pic *codec.I420) planes {
+	return planes{y: pic.Y, u: pic.U, v: pic.V, sy: pic.StrideY, su: pic.StrideU, sv: pic.StrideV, w: pic.Width, h: pic.Height}
+}

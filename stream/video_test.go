@@ -1,0 +1,260 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pion/rtcp"
+
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/internal/xprobe"
+)
+
+// decodeLast decodes an H.264 stream with ffmpeg and returns the last
+// picture as RGB24, or skips the test when ffmpeg is missing.
+func decodeLast(t *testing.T, stream []byte, w, h int) []byte {
+	t.Helper()
+	if _, err := exec.LookPath("ffmpeg"); err != nil {
+		t.Skip("ffmpeg is not installed (scripts/install-deps.sh test): cannot check the decoded pictures")
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.h264")
+	if err := os.WriteFile(in, stream, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("ffmpeg", "-v", "error", "-f", "h264", "-i", in, "-f", "rawvideo", "-pix_fmt", "rgb24", "-")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ffmpeg could not decode the stream: %v\n%s", err, stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("ffmpeg complained about the stream: %s", stderr.String())
+	}
+	n := w * h * 3
+	if len(out) < n || len(out)%n != 0 {
+		t.Fatalf("ffmpeg gave %d bytes, not a whole number of %dx%d pictures", len(out), w, h)
+	}
+	return out[len(out)-n:]
+}
+
+func rgbAt(pic []byte, w, x, y int) [3]int {
+	i := (y*w + x) * 3
+	return [3]int{int(pic[i]), int(pic[i+1]), int(pic[i+2])}
+}
+
+func near(a [3]int, rgb uint32, tol int) bool {
+	b := [3]int{int(rgb >> 16 & 0xff), int(rgb >> 8 & 0xff), int(rgb & 0xff)}
+	for i := range a {
+		if d := a[i] - b[i]; d < -tol || d > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// collect gathers frames until quiet for the given time.
+func (c *client) collect(quiet time.Duration) []frame {
+	var fs []frame
+	for {
+		select {
+		case f := <-c.frames:
+			fs = append(fs, f)
+		case <-time.After(quiet):
+			return fs
+		}
+	}
+}
+
+func TestVideo(t *testing.T) {
+	const w, h = 640, 480
+	const bg = 0x204060
+	e := newEnv(t, envOptions{width: w, height: h})
+	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: bg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// The pointer starts far from where the test paints.
+	if err := e.exec.MoveTo(context.Background(), 600, 20, hci.SourceScript); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.s.Stats(); st.Encoding || st.FramesCaptured != 0 {
+		t.Fatalf("before any viewer: %+v, want nothing running", st)
+	}
+
+	a := join(t, e, clientOptions{})
+	defer a.close()
+	var all []frame
+
+	t.Run("keyframe first", func(t *testing.T) {
+		f := a.waitFrame(10 * time.Second)
+		all = append(all, f)
+		for _, typ := range []int{7, 8, 5} {
+			if !f.has(typ) {
+				t.Fatalf("first frame has NAL types %v, want SPS (7), PPS (8) and an IDR slice (5)", f.types())
+			}
+		}
+		sps := f.nals[0]
+		for _, n := range f.nals {
+			if codec.NALType(n) == 7 {
+				sps = n
+			}
+		}
+		level, _ := codec.Level(w, h, DefaultFPS)
+		if sps[1] != 66 || sps[2]&0x40 == 0 || int(sps[3]) != level {
+			t.Errorf("SPS profile %d constraints %#x level %d, want constrained baseline (66, set1) level %d", sps[1], sps[2], sps[3], level)
+		}
+	})
+
+	t.Run("idle sends nothing", func(t *testing.T) {
+		all = append(all, a.collect(300*time.Millisecond)...)
+		before := e.s.Stats()
+		idle := a.collect(time.Second)
+		after := e.s.Stats()
+		all = append(all, idle...)
+		if len(idle) > 1 || after.FramesEncoded-before.FramesEncoded > 1 {
+			t.Errorf("an idle screen sent %d frames (encoded %d) in a second", len(idle), after.FramesEncoded-before.FramesEncoded)
+		}
+		if after.FramesSkipped <= before.FramesSkipped {
+			t.Errorf("no ticks skipped while idle: %+v", after)
+		}
+		if after.FramesCaptured-before.FramesCaptured > 1 {
+			t.Errorf("an idle screen was captured %d times in a second: damage tracking should avoid it", after.FramesCaptured-before.FramesCaptured)
+		}
+	})
+
+	t.Run("change sends a frame", func(t *testing.T) {
+		last := all[len(all)-1]
+		start := time.Now()
+		if err := p.Fill(100, 100, 200, 150, 0xff0000); err != nil {
+			t.Fatal(err)
+		}
+		f := a.waitFrame(5 * time.Second)
+		all = append(all, f)
+		all = append(all, a.collect(300*time.Millisecond)...)
+		if f.has(5) {
+			t.Errorf("a change was sent as an IDR: only joins and losses should cost keyframes")
+		}
+		// The RTP clock ran on while nothing was sent.
+		gap := time.Duration(f.timestamp-last.timestamp) * time.Second / 90000
+		wall := f.at.Sub(last.at)
+		if gap < wall/2 || gap > wall+time.Second {
+			t.Errorf("RTP timestamps advanced %v over %v of wall clock (since %v ago)", gap, wall, time.Since(start))
+		}
+		var stream []byte
+		for _, f := range all {
+			stream = append(stream, f.annexB()...)
+		}
+		pic := decodeLast(t, stream, w, h)
+		if c := rgbAt(pic, w, 200, 170); !near(c, 0xff0000, 40) {
+			t.Errorf("decoded pixel in the filled area is %v, want red", c)
+		}
+		if c := rgbAt(pic, w, 20, 300); !near(c, bg, 40) {
+			t.Errorf("decoded background pixel is %v, want %06x", c, bg)
+		}
+	})
+
+	t.Run("pointer is drawn", func(t *testing.T) {
+		before := e.s.Stats()
+		if err := e.exec.MoveTo(context.Background(), 400, 300, hci.SourceScript); err != nil {
+			t.Fatal(err)
+		}
+		f := a.waitFrame(5 * time.Second)
+		all = append(all, f)
+		all = append(all, a.collect(300*time.Millisecond)...)
+		if after := e.s.Stats(); after.FramesCaptured != before.FramesCaptured {
+			t.Errorf("a pointer move captured the screen %d times; the screen did not change", after.FramesCaptured-before.FramesCaptured)
+		}
+		var stream []byte
+		for _, f := range all {
+			stream = append(stream, f.annexB()...)
+		}
+		pic := decodeLast(t, stream, w, h)
+		differ := 0
+		for y := 290; y < 310; y++ {
+			for x := 390; x < 410; x++ {
+				if !near(rgbAt(pic, w, x, y), bg, 40) {
+					differ++
+				}
+			}
+		}
+		if differ < 10 {
+			t.Errorf("only %d pixels around the pointer differ from the background: the pointer is not drawn", differ)
+		}
+		if c := rgbAt(pic, w, 600, 20); !near(c, bg, 40) {
+			t.Errorf("pixel where the pointer was is %v: the old pointer was not erased", c)
+		}
+	})
+
+	t.Run("PLI gets a keyframe", func(t *testing.T) {
+		a.collect(600 * time.Millisecond) // past the keyframe interval
+		ssrc := uint32(a.pc.GetReceivers()[0].Track().SSRC())
+		if err := a.pc.WriteRTCP([]rtcp.Packet{&rtcp.PictureLossIndication{MediaSSRC: ssrc}}); err != nil {
+			t.Fatal(err)
+		}
+		f := a.waitFrame(5 * time.Second)
+		if !f.has(5) || !f.has(7) {
+			t.Errorf("after a PLI the frame has NAL types %v, want an IDR with SPS", f.types())
+		}
+	})
+
+	t.Run("second viewer gets a keyframe, one encode for both", func(t *testing.T) {
+		a.collect(600 * time.Millisecond)
+		b := join(t, e, clientOptions{})
+		defer b.close()
+		f := b.waitFrame(10 * time.Second)
+		if !f.has(5) {
+			t.Fatalf("second viewer's first frame has NAL types %v, want an IDR", f.types())
+		}
+		b.collect(300 * time.Millisecond)
+		a.collect(300 * time.Millisecond)
+		before := e.s.Stats()
+		for i := 0; i < 5; i++ {
+			p.Fill(10+i*20, 400, 15, 15, uint32(0x00ff00+i))
+			b.waitFrame(5 * time.Second)
+		}
+		after := e.s.Stats()
+		if enc := after.FramesEncoded - before.FramesEncoded; enc > 5 {
+			t.Errorf("5 changes with 2 viewers encoded %d frames: each change must be encoded once", enc)
+		}
+	})
+}
+
+// TestVideoScaled streams a video smaller than the screen.
+func TestVideoScaled(t *testing.T) {
+	e := newEnv(t, envOptions{width: 1280, height: 800, cfg: Config{VideoWidth: 640, VideoHeight: 400}})
+	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0x000000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := e.exec.MoveTo(context.Background(), 1270, 790, hci.SourceScript); err != nil {
+		t.Fatal(err)
+	}
+	p.Fill(640, 400, 640, 400, 0xffffff) // the bottom right quarter
+	a := join(t, e, clientOptions{})
+	defer a.close()
+	fs := []frame{a.waitFrame(10 * time.Second)}
+	fs = append(fs, a.collect(300*time.Millisecond)...)
+	var stream []byte
+	for _, f := range fs {
+		stream = append(stream, f.annexB()...)
+	}
+	pic := decodeLast(t, stream, 640, 400)
+	for _, pt := range []struct {
+		x, y int
+		rgb  uint32
+	}{{100, 100, 0}, {500, 300, 0xffffff}, {330, 210, 0xffffff}, {310, 190, 0}} {
+		if c := rgbAt(pic, 640, pt.x, pt.y); !near(c, pt.rgb, 40) {
+			t.Errorf("video pixel (%d,%d) = %v, want %06x", pt.x, pt.y, c, pt.rgb)
+		}
+	}
+}
