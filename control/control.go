@@ -1,0 +1,765 @@
+// Package control is deskenv's control plane: it resets the desktop to a
+// known state (optionally into a task), runs episodes and scores them with the
+// task's checker, keeps their history and statistics, checks bearer tokens by
+// role, exports Prometheus metrics, and speaks both a native REST API and
+// OpenEnv's environment-server protocol. Nothing here is reachable by an
+// agent: agents get MCP (/mcp) and nothing else.
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/hci"
+	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/task"
+)
+
+// Mode says whether the world may be reset.
+type Mode string
+
+const (
+	// ModeSim turns reset, state and tasks on: training and evaluation.
+	ModeSim Mode = "sim"
+	// ModeProd turns them off: an agent working on a real desktop, which
+	// nobody may reset under it.
+	ModeProd Mode = "prod"
+)
+
+// ToolInfo describes one MCP tool.
+type ToolInfo struct {
+	Name        string
+	Description string
+	InputSchema json.RawMessage
+}
+
+// ToolResult is the outcome of a tool call, as MCP returns it.
+type ToolResult struct {
+	// Content is the MCP content blocks, each a JSON object such as
+	// {"type":"text","text":"..."} or {"type":"image","data":"...","mimeType":"image/png"}.
+	Content []json.RawMessage
+	// Structured is the tool's structuredContent, if any.
+	Structured any
+	// IsError marks a call the tool itself failed (bad arguments, an action
+	// that could not run); the text content says why.
+	IsError bool
+}
+
+// ErrUnknownTool is wrapped by Tools.CallTool for a name no tool has.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// Tools is the MCP tool surface the OpenEnv face (step, /ws mcp messages)
+// calls into. cmd wires the MCP server to it; control never imports it.
+// Calls count as agent actions: they run with source agent.
+type Tools interface {
+	ListTools(ctx context.Context) ([]ToolInfo, error)
+	// CallTool runs tool name with a JSON object of arguments. An unknown
+	// name is an error wrapping ErrUnknownTool; a tool's own failure is a
+	// result with IsError set.
+	CallTool(ctx context.Context, name string, args json.RawMessage) (ToolResult, error)
+}
+
+// Config is what New needs. Display, Exec, Capturer and Shooter are required.
+type Config struct {
+	Mode     Mode
+	Display  *display.Display
+	Exec     *hci.Executor
+	Capturer *deskimage.Capturer
+	Shooter  *deskimage.Shooter
+	Tasks    []*task.Task
+	Tools    Tools // nil: /step and /ws answer that no tools are wired
+	Auth     *Auth // nil: local mode, every request allowed
+	// Settle is how the screen must settle before the first observation.
+	Settle deskimage.SettleOptions
+	Logger *slog.Logger
+	// Home is the desktop user's home directory, restored from its
+	// baseline on every reset; empty means the display's Config().Home.
+	Home string
+	// BaselineDir holds the baseline copy of Home; empty means a temporary
+	// directory removed by Close. When it already holds files they are the
+	// baseline (an image can ship one).
+	BaselineDir string
+	// NoHomeRestore leaves home alone on reset.
+	NoHomeRestore bool
+
+	// Name, Description and Version are served at /metadata.
+	Name, Description, Version string
+	// MaxSessions bounds concurrent /ws sessions; the desktop is one
+	// environment, so the default is 1.
+	MaxSessions int
+	// WindowWait bounds the wait for the session's windows after a reset
+	// (default 10s).
+	WindowWait time.Duration
+	// History is how many finished episodes are kept (default 1000).
+	History int
+	// Viewers, if set, is exported as the gauge deskenv_viewers.
+	Viewers func() int
+}
+
+// Control is the control plane of one desktop.
+type Control struct {
+	cfg     Config
+	log     *slog.Logger
+	desk    *desk
+	metrics *Metrics
+	tasks   map[string]*task.Task
+	taskIDs []string
+	tmpBase string // baseline directory to remove on Close
+
+	resetSem chan struct{} // one reset or episode end at a time
+
+	mu       sync.Mutex
+	current  *episodeRun
+	history  []Episode // finished, oldest first
+	finished int       // all finished, including those dropped from history
+	resetDur []float64 // seconds, last History resets
+	onStart  []func(Episode)
+	onEnd    []func(Episode)
+	sessions int // open /ws sessions
+	lastEnv  *task.DisplayEnv
+
+	busCancel func()
+	busDone   chan struct{}
+	busCh     <-chan hci.Event
+	closeOnce sync.Once
+}
+
+// episodeRun is the running episode and what its evaluation needs.
+type episodeRun struct {
+	ep   Episode
+	task *task.Task
+	env  *seededEnv // nil without a task
+}
+
+// Episode is one run from a reset to its end.
+type Episode struct {
+	ID          string     `json:"episode_id"`
+	TaskID      string     `json:"task_id,omitempty"`
+	Instruction string     `json:"instruction,omitempty"`
+	Seed        *int64     `json:"seed,omitempty"`
+	Status      string     `json:"status"` // running, ended
+	StartedAt   time.Time  `json:"started_at"`
+	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	// DurationS is the time from the end of the reset to the end of the
+	// episode (so far, while running).
+	DurationS  float64 `json:"duration_s"`
+	ResetS     float64 `json:"reset_s"`
+	Steps      int     `json:"step_count"`
+	AgentSteps int     `json:"agent_steps"`
+	HumanSteps int     `json:"human_steps"`
+	// Reward and Success are set when a task scored the episode; an
+	// episode without a task is unscored.
+	Reward    *float64 `json:"reward"`
+	Success   *bool    `json:"success"`
+	Reasons   []task.Reason `json:"reasons,omitempty"`
+	EndReason string   `json:"end_reason,omitempty"` // ended, next_reset, closed
+	Error     string   `json:"error,omitempty"`      // the evaluator failed
+	// Observation is the first observation; only the reset's answer has it.
+	Observation *Observation `json:"observation,omitempty"`
+	// Reset says what the reset did; only the reset's answer has it.
+	Reset *ResetReport `json:"reset,omitempty"`
+}
+
+// Observation is a screenshot as the agent sees it (model space).
+type Observation struct {
+	Type   string `json:"type"` // "image", as MCP image content
+	Data   []byte `json:"data"` // base64 in JSON
+	MIME   string `json:"mimeType"`
+	Width  int    `json:"width"`
+	Height int    `json:"height"`
+}
+
+// ResetReport breaks a reset's time down.
+type ResetReport struct {
+	CleanStats
+	Release time.Duration `json:"release_ns"`
+	Setup   time.Duration `json:"setup_ns"`
+	Settle  time.Duration `json:"settle_ns"`
+	Shot    time.Duration `json:"shot_ns"`
+	Total   time.Duration `json:"total_ns"`
+}
+
+// ResetRequest asks for a reset, optionally into a task and with a seed.
+type ResetRequest struct {
+	TaskID string `json:"task_id,omitempty"`
+	Seed   *int64 `json:"seed,omitempty"`
+	// EpisodeID names the new episode; empty means a random id.
+	EpisodeID string `json:"episode_id,omitempty"`
+}
+
+// Errors a caller can test for.
+var (
+	ErrUnknownTask    = errors.New("unknown task")
+	ErrUnknownEpisode = errors.New("unknown episode")
+	ErrProdMode       = errors.New("not available in prod mode")
+	ErrClosed         = errors.New("control is closed")
+)
+
+// New builds the control plane: it records the session's windows and takes
+// the home baseline (so call it once the desktop has started), and starts
+// counting actions from the executor's bus.
+func New(cfg Config) (*Control, error) {
+	if cfg.Display == nil || cfg.Exec == nil || cfg.Capturer == nil || cfg.Shooter == nil {
+		return nil, errors.New("control.New: Display, Exec, Capturer and Shooter are all required")
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ModeSim
+	case ModeSim, ModeProd:
+	default:
+		return nil, fmt.Errorf("mode %q is not known: use sim or prod", cfg.Mode)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Home == "" {
+		cfg.Home = cfg.Display.Config().Home
+	}
+	if cfg.Name == "" {
+		cfg.Name = "deskenv"
+	}
+	if cfg.Description == "" {
+		cfg.Description = "A Linux desktop (X11) for computer-use agents: MCP tools for screen, keyboard and mouse; reset into tasks scored by checkers the agent never sees."
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 1
+	}
+	if cfg.WindowWait <= 0 {
+		cfg.WindowWait = 10 * time.Second
+	}
+	if cfg.History <= 0 {
+		cfg.History = 1000
+	}
+	if cfg.Settle == (deskimage.SettleOptions{}) {
+		cfg.Settle = deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
+	}
+	c := &Control{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "control"),
+		metrics:  NewMetrics(),
+		tasks:    map[string]*task.Task{},
+		resetSem: make(chan struct{}, 1),
+	}
+	for _, t := range cfg.Tasks {
+		if t == nil {
+			continue
+		}
+		if _, dup := c.tasks[t.ID]; dup {
+			return nil, fmt.Errorf("task id %q is used by two tasks: ids must be unique", t.ID)
+		}
+		c.tasks[t.ID] = t
+		c.taskIDs = append(c.taskIDs, t.ID)
+	}
+	sort.Strings(c.taskIDs)
+
+	c.desk = &desk{d: cfg.Display, log: c.log, windowWait: cfg.WindowWait}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.WindowWait+30*time.Second)
+	defer cancel()
+	if cfg.Mode == ModeSim {
+		if err := c.desk.recordBaselineWindows(ctx); err != nil {
+			return nil, fmt.Errorf("record the session's windows: %w", err)
+		}
+		if !cfg.NoHomeRestore {
+			dir := cfg.BaselineDir
+			base, st, err := NewBaseline(ctx, cfg.Home, dir)
+			if err != nil {
+				return nil, fmt.Errorf("home baseline: %w", err)
+			}
+			if dir == "" {
+				c.tmpBase = base.Dir()
+			}
+			c.desk.home = base
+			c.log.Info("home baseline taken", "home", cfg.Home, "baseline", base.Dir(), "files", st.Files, "dirs", st.Dirs,
+				"bytes", st.Bytes, "skipped", st.Skipped, "took", st.Took)
+		}
+	}
+
+	m := c.metrics
+	bus := cfg.Exec.Bus()
+	m.Gauge("deskenv_bus_dropped_events", "Events the control plane's bus subscription lost because it fell behind (steps may be undercounted).", func() float64 { return float64(bus.Dropped()) })
+	m.Gauge("deskenv_episode_running", "1 while an episode runs.", func() float64 {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.current != nil {
+			return 1
+		}
+		return 0
+	})
+	if cfg.Viewers != nil {
+		m.Gauge("deskenv_viewers", "People watching the desktop.", func() float64 { return float64(cfg.Viewers()) })
+	}
+	c.busCh, c.busCancel = bus.Subscribe(4096)
+	c.busDone = make(chan struct{})
+	go c.countEvents()
+	return c, nil
+}
+
+// Metrics is the metric set served at /metrics; cmd may add gauges to it.
+func (c *Control) Metrics() *Metrics { return c.metrics }
+
+// Mode is the mode the control plane runs in.
+func (c *Control) Mode() Mode { return c.cfg.Mode }
+
+// Baseline is the home baseline, nil when home is not restored.
+func (c *Control) Baseline() *Baseline { return c.desk.home }
+
+// BaselineWindows are the session's windows that every reset brings back.
+func (c *Control) BaselineWindows() []Window { return append([]Window(nil), c.desk.windows...) }
+
+// OnEpisodeStart registers f to run when an episode starts (after its reset
+// and setup, before Reset returns). The recorder uses the episode id.
+func (c *Control) OnEpisodeStart(f func(Episode)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onStart = append(c.onStart, f)
+}
+
+// OnEpisodeEnd registers f to run when an episode ends, after scoring.
+func (c *Control) OnEpisodeEnd(f func(Episode)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.onEnd = append(c.onEnd, f)
+}
+
+// countEvents turns the executor's bus into steps and metrics.
+func (c *Control) countEvents() {
+	defer close(c.busDone)
+	for ev := range c.busCh {
+		c.count(ev)
+	}
+}
+
+func (c *Control) count(ev hci.Event) {
+	src := string(ev.Source)
+	step := false
+	switch ev.Kind {
+	case hci.KindAction:
+		if ev.Action == nil {
+			return
+		}
+		name := ev.Action.Action
+		c.metrics.Add(mActions, 1, name, src)
+		c.metrics.Observe(mActionSeconds, seconds(ev.Duration), name)
+		if ev.Err != "" {
+			c.metrics.Add(mActionErrors, 1, name, src)
+		}
+		if name == hci.ActScreenshot || name == hci.ActZoom {
+			c.metrics.Add(mScreenshots, 1, src)
+		}
+		step = true
+	case hci.KindInput:
+		if ev.Input == nil {
+			return
+		}
+		c.metrics.Add(mInputs, 1, ev.Input.Type, src)
+		// A person's step is a press (key, button) or a wheel turn; motion
+		// and releases belong to the step they follow.
+		switch ev.Input.Type {
+		case hci.InputKeyDown, hci.InputButtonDown, hci.InputWheel:
+			step = true
+		}
+	}
+	if !step || (ev.Source != hci.SourceAgent && ev.Source != hci.SourceHuman) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == nil || ev.Time.Before(c.current.ep.StartedAt) {
+		return
+	}
+	c.current.ep.Steps++
+	if ev.Source == hci.SourceAgent {
+		c.current.ep.AgentSteps++
+	} else {
+		c.current.ep.HumanSteps++
+	}
+}
+
+// drainBus lets the counter catch up with events already published, so an
+// episode that ends right after an action counts it.
+func (c *Control) drainBus(ctx context.Context) {
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for len(c.busCh) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (c *Control) acquire(ctx context.Context) error {
+	select {
+	case c.resetSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for another reset to finish: %w", ctx.Err())
+	}
+}
+
+func (c *Control) release() { <-c.resetSem }
+
+// Tasks are the loaded tasks, sorted by id.
+func (c *Control) Tasks() []*task.Task {
+	out := make([]*task.Task, 0, len(c.taskIDs))
+	for _, id := range c.taskIDs {
+		out = append(out, c.tasks[id])
+	}
+	return out
+}
+
+// Task returns the task with id.
+func (c *Control) Task(id string) (*task.Task, error) {
+	t, ok := c.tasks[id]
+	if !ok {
+		return nil, c.unknownTask(id)
+	}
+	return t, nil
+}
+
+func (c *Control) unknownTask(id string) error {
+	if len(c.taskIDs) == 0 {
+		return fmt.Errorf("%w %q: no tasks are loaded (start deskenv with --tasks DIR)", ErrUnknownTask, id)
+	}
+	list := c.taskIDs
+	more := ""
+	if len(list) > 20 {
+		list, more = list[:20], fmt.Sprintf(" and %d more", len(c.taskIDs)-20)
+	}
+	return fmt.Errorf("%w %q: known tasks are %s%s", ErrUnknownTask, id, strings.Join(list, ", "), more)
+}
+
+// Reset ends the running episode (scoring it), puts the desktop back into
+// its baseline, sets up the task if one is asked for, waits for the screen to
+// settle and starts a new episode, returned with its first observation.
+func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error) {
+	if c.cfg.Mode != ModeSim {
+		return nil, fmt.Errorf("reset is %w: deskenv runs with --mode prod, where nobody may reset the desktop; run with --mode sim", ErrProdMode)
+	}
+	var t *task.Task
+	if req.TaskID != "" {
+		var err error
+		if t, err = c.Task(req.TaskID); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.EpisodeID) > 255 {
+		return nil, fmt.Errorf("episode_id is %d characters long: at most 255", len(req.EpisodeID))
+	}
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.release()
+
+	if _, err := c.endLocked(ctx, "", "next_reset"); err != nil && !errors.Is(err, ErrUnknownEpisode) {
+		c.log.Warn("ending the previous episode", "err", err)
+	}
+	start := time.Now()
+	id := req.EpisodeID
+	if id == "" {
+		id = newID()
+	}
+	rep, env, obs, err := c.resetDesktop(ctx, t, req.Seed, id)
+	rep.Total = time.Since(start)
+	c.metrics.Observe(mResetSeconds, seconds(rep.Total))
+	if err != nil {
+		c.metrics.Add(mResets, 1, "error")
+		return nil, err
+	}
+	c.metrics.Add(mResets, 1, "ok")
+
+	ep := Episode{ID: id, Seed: req.Seed, Status: "running", StartedAt: time.Now(), ResetS: rep.Total.Seconds()}
+	if t != nil {
+		ep.TaskID, ep.Instruction = t.ID, t.Instruction
+	}
+	c.mu.Lock()
+	c.current = &episodeRun{ep: ep, task: t, env: env}
+	c.resetDur = append(c.resetDur, rep.Total.Seconds())
+	if len(c.resetDur) > c.cfg.History {
+		c.resetDur = c.resetDur[len(c.resetDur)-c.cfg.History:]
+	}
+	hooks := append([]func(Episode){}, c.onStart...)
+	c.mu.Unlock()
+	for _, f := range hooks {
+		f(ep)
+	}
+	c.log.Info("episode started", "episode", id, "task", ep.TaskID, "reset", rep.Total.Round(time.Millisecond),
+		"kill", rep.Kill.Round(time.Millisecond), "home", rep.Home.Round(time.Millisecond), "session", rep.Session.Round(time.Millisecond),
+		"windows", rep.Windows.Round(time.Millisecond), "setup", rep.Setup.Round(time.Millisecond), "settle", rep.Settle.Round(time.Millisecond))
+	out := ep
+	out.Observation = obs
+	out.Reset = &rep
+	return &out, nil
+}
+
+// resetDesktop does the work of a reset.
+func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, id string) (ResetReport, *seededEnv, *Observation, error) {
+	var rep ResetReport
+	tm := time.Now()
+	if err := c.cfg.Exec.ReleaseAll(ctx, hci.SourceScript); err != nil && !errors.Is(err, hci.ErrClosed) {
+		c.log.Warn("reset: releasing held input", "err", err)
+	}
+	rep.Release = time.Since(tm)
+
+	st, err := c.desk.clean(ctx)
+	rep.CleanStats = st
+	if err != nil {
+		return rep, nil, nil, fmt.Errorf("reset the desktop: %w", err)
+	}
+	// The previous episode's processes died with the clean-up; this only
+	// forgets them and closes its X connection.
+	c.mu.Lock()
+	prev := c.lastEnv
+	c.lastEnv = nil
+	c.mu.Unlock()
+	if prev != nil {
+		prev.Close()
+	}
+	// Input state is per server, not per client: release again in case a
+	// dying client's grab or a late event left anything down.
+	c.cfg.Exec.ReleaseAll(ctx, hci.SourceScript)
+
+	var env *seededEnv
+	if t != nil {
+		env = c.taskEnv(seed, id)
+		c.mu.Lock()
+		c.lastEnv = env.DisplayEnv
+		c.mu.Unlock()
+		tm = time.Now()
+		if err := t.RunSetup(ctx, env); err != nil {
+			rep.Setup = time.Since(tm)
+			return rep, nil, nil, fmt.Errorf("set up task %s: %w", t.ID, err)
+		}
+		rep.Setup = time.Since(tm)
+	}
+	tm = time.Now()
+	if _, _, err := c.cfg.Capturer.Settle(ctx, c.cfg.Settle); err != nil {
+		return rep, nil, nil, fmt.Errorf("wait for the screen to settle: %w", err)
+	}
+	rep.Settle = time.Since(tm)
+	tm = time.Now()
+	obs, err := c.observe(ctx)
+	rep.Shot = time.Since(tm)
+	if err != nil {
+		return rep, nil, nil, err
+	}
+	c.metrics.Add(mScreenshots, 1, "control")
+	return rep, env, obs, nil
+}
+
+// seededEnv is a task's environment for one episode: the display's, with the
+// episode's seed and id exported to setup and checker commands as
+// DESKENV_SEED and DESKENV_EPISODE_ID, so a task can vary with the seed.
+type seededEnv struct {
+	*task.DisplayEnv
+	prefix string
+}
+
+// Run runs script with the episode's variables set.
+func (e *seededEnv) Run(ctx context.Context, script string) (task.Result, error) {
+	return e.DisplayEnv.Run(ctx, e.prefix+script)
+}
+
+func (c *Control) taskEnv(seed *int64, id string) *seededEnv {
+	prefix := "DESKENV_EPISODE_ID=" + shellQuote(id) + "; "
+	if seed != nil {
+		prefix += "DESKENV_SEED=" + strconv.FormatInt(*seed, 10) + "; "
+	}
+	return &seededEnv{DisplayEnv: task.NewEnv(c.cfg.Display, c.cfg.Home, c.grab), prefix: prefix + "export DESKENV_EPISODE_ID DESKENV_SEED\n"}
+}
+
+// grab is a full-resolution screenshot for checkers that compare regions.
+func (c *Control) grab(ctx context.Context) (*image.RGBA, error) {
+	f, err := c.cfg.Capturer.Capture(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return f.RGBA(), nil
+}
+
+func (c *Control) observe(ctx context.Context) (*Observation, error) {
+	shot, err := c.cfg.Shooter.Shot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("take the first observation: %w", err)
+	}
+	return &Observation{Type: "image", Data: shot.Data, MIME: shot.MIME, Width: shot.Width, Height: shot.Height}, nil
+}
+
+// End ends the running episode id (empty: whichever runs), scores it with its
+// task's checker and returns its record. Ending an episode that has already
+// ended returns its record again.
+func (c *Control) End(ctx context.Context, id string) (*Episode, error) {
+	if err := c.acquire(ctx); err != nil {
+		return nil, err
+	}
+	defer c.release()
+	return c.endLocked(ctx, id, "ended")
+}
+
+func (c *Control) endLocked(ctx context.Context, id, reason string) (*Episode, error) {
+	c.mu.Lock()
+	run := c.current
+	if run == nil || (id != "" && run.ep.ID != id) {
+		defer c.mu.Unlock()
+		if id == "" {
+			return nil, fmt.Errorf("%w: no episode is running (POST /api/reset starts one)", ErrUnknownEpisode)
+		}
+		for i := len(c.history) - 1; i >= 0; i-- {
+			if c.history[i].ID == id {
+				ep := c.history[i]
+				return &ep, nil
+			}
+		}
+		return nil, fmt.Errorf("%w %q: it is neither running nor in the history", ErrUnknownEpisode, id)
+	}
+	c.mu.Unlock()
+
+	c.drainBus(ctx)
+	var outcome *task.Outcome
+	var evalErr error
+	if run.task != nil {
+		o, err := run.task.Evaluate(ctx, run.env)
+		if err != nil {
+			evalErr = err
+		} else {
+			outcome = &o
+		}
+	}
+
+	c.mu.Lock()
+	ep := run.ep
+	now := time.Now()
+	ep.Status, ep.EndedAt, ep.EndReason = "ended", &now, reason
+	ep.DurationS = now.Sub(ep.StartedAt).Seconds()
+	switch {
+	case evalErr != nil:
+		ep.Error = fmt.Sprintf("the task's evaluator failed: %v", evalErr)
+		zero, no := 0.0, false
+		ep.Reward, ep.Success = &zero, &no
+		ep.Reasons = []task.Reason{{Check: "evaluator", Detail: ep.Error, Path: "evaluator"}}
+	case outcome != nil:
+		r, s := outcome.Reward, outcome.Success
+		ep.Reward, ep.Success, ep.Reasons = &r, &s, outcome.Reasons
+	}
+	c.current = nil
+	c.history = append(c.history, ep)
+	if len(c.history) > c.cfg.History {
+		c.history = c.history[len(c.history)-c.cfg.History:]
+	}
+	c.finished++
+	hooks := append([]func(Episode){}, c.onEnd...)
+	c.mu.Unlock()
+
+	switch {
+	case ep.Reward == nil:
+		c.metrics.Add(mEpisodes, 1, "unscored")
+	case ep.Success != nil && *ep.Success:
+		c.metrics.Add(mEpisodes, 1, "success")
+	default:
+		c.metrics.Add(mEpisodes, 1, "failure")
+	}
+	if ep.Reward != nil {
+		c.metrics.Observe(mEpisodeReward, *ep.Reward)
+	}
+	c.metrics.Observe(mEpisodeSteps, float64(ep.Steps))
+	c.metrics.Observe(mEpisodeSeconds, ep.DurationS)
+	for _, f := range hooks {
+		f(ep)
+	}
+	c.log.Info("episode ended", "episode", ep.ID, "task", ep.TaskID, "reason", reason, "steps", ep.Steps,
+		"reward", ptrString(ep.Reward), "success", ptrString(ep.Success), "reasons", ep.Reasons)
+	return &ep, nil
+}
+
+func ptrString[T any](p *T) string {
+	if p == nil {
+		return "none"
+	}
+	return fmt.Sprint(*p)
+}
+
+// Current returns the running episode, or nil.
+func (c *Control) Current() *Episode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current == nil {
+		return nil
+	}
+	ep := c.current.ep
+	ep.DurationS = time.Since(ep.StartedAt).Seconds()
+	return &ep
+}
+
+// Episodes returns finished episodes, newest first, then the running one
+// first of all; at most limit (<= 0: all), optionally only of one task.
+func (c *Control) Episodes(limit int, taskID string) []Episode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Episode
+	if c.current != nil && (taskID == "" || c.current.ep.TaskID == taskID) {
+		ep := c.current.ep
+		ep.DurationS = time.Since(ep.StartedAt).Seconds()
+		out = append(out, ep)
+	}
+	for i := len(c.history) - 1; i >= 0 && (limit <= 0 || len(out) < limit); i-- {
+		if taskID == "" || c.history[i].TaskID == taskID {
+			out = append(out, c.history[i])
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// Episode returns the episode with id, running or finished.
+func (c *Control) Episode(id string) (*Episode, error) {
+	for _, ep := range c.Episodes(0, "") {
+		if ep.ID == id {
+			return &ep, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q: it is neither running nor among the last %d episodes", ErrUnknownEpisode, id, c.cfg.History)
+}
+
+// Close ends the running episode, stops counting and removes a temporary
+// baseline. The desktop stays as it is.
+func (c *Control) Close() error {
+	c.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c.acquire(ctx) == nil {
+			c.endLocked(ctx, "", "closed")
+			c.release()
+		}
+		c.busCancel()
+		<-c.busDone
+		if c.tmpBase != "" {
+			os.RemoveAll(c.tmpBase)
+		}
+	})
+	return nil
+}
+
+// shellQuote quotes s for sh: an episode id is the caller's free text.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

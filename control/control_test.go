@@ -1,0 +1,407 @@
+package control
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/task"
+)
+
+// typeLine types a shell line into the focused terminal, as an agent does.
+func (r *rig) typeLine(t testing.TB, line string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, a := range []hci.Action{{Action: hci.ActType, Text: line}, {Action: hci.ActKey, Text: "Return"}} {
+		if _, err := r.exec.Do(ctx, a, hci.SourceAgent); err != nil {
+			t.Fatalf("%s: %v", a.String(), err)
+		}
+	}
+}
+
+// inputDown reports keys and buttons the X server itself has down, whoever
+// pressed them.
+func (r *rig) inputDown(t testing.TB) (keys []int, buttons uint16) {
+	t.Helper()
+	x, err := openX(r.d.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	km, err := xproto.QueryKeymap(x.conn).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range km.Keys {
+		for bit := 0; bit < 8; bit++ {
+			if b&(1<<bit) != 0 {
+				keys = append(keys, i*8+bit)
+			}
+		}
+	}
+	p, err := xproto.QueryPointer(x.conn, x.root).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, p.Mask & (xproto.ButtonMask1 | xproto.ButtonMask2 | xproto.ButtonMask3 | xproto.ButtonMask4 | xproto.ButtonMask5)
+}
+
+func TestResetRestoresBaseline(t *testing.T) {
+	needTools(t, "xclip")
+	r := newRig(t, rigOptions{mode: ModeSim})
+	ctx := context.Background()
+	want := treeOf(t, r.c.Baseline().Dir())
+	baseWindows := classKey(r.c.BaselineWindows())
+	if baseWindows != "xterm/XTerm" {
+		t.Fatalf("baseline windows %q, want the session's one xterm", baseWindows)
+	}
+	x, err := openX(r.d.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+
+	for round := 1; round <= 3; round++ {
+		// The agent messes the desktop up through its own terminal.
+		r.typeLine(t, "xterm -class Mess1 -e sleep 300 & setsid xterm -class Mess2 -e sleep 300 &")
+		r.typeLine(t, "echo junk > ~/junk.txt; rm ~/notes.txt; mkdir -p ~/deep/er && echo x > ~/deep/er/f; chmod 700 ~/Documents; echo more >> ~/.bashrc")
+		r.typeLine(t, "printf secret | xclip -selection clipboard; (sleep 600 &)")
+		waitFor(t, "the agent's windows and files", func() bool {
+			_, err := os.Stat(filepath.Join(r.home, "deep", "er", "f"))
+			k := r.windowClasses(t)
+			return err == nil && strings.Contains(k, "Mess1") && strings.Contains(k, "Mess2") && x.selectionOwner("CLIPBOARD") != 0
+		})
+		// ... and holds a key and a button down.
+		if err := r.exec.KeyDown(ctx, hci.Keysym(0xffe1), hci.SourceAgent); err != nil { // Shift_L
+			t.Fatal(err)
+		}
+		if err := r.exec.ButtonDown(ctx, 1, hci.SourceAgent); err != nil {
+			t.Fatal(err)
+		}
+		if keys, buttons := r.inputDown(t); len(keys) == 0 || buttons == 0 {
+			t.Fatalf("the held key and button did not reach the server: keys %v buttons %x", keys, buttons)
+		}
+
+		ep, err := r.c.Reset(ctx, ResetRequest{})
+		if err != nil {
+			t.Fatalf("round %d: reset: %v", round, err)
+		}
+		if got := treeOf(t, r.home); got != want {
+			t.Errorf("round %d: home after the reset:\n%s\nwant the baseline:\n%s", round, got, want)
+		}
+		if got := r.windowClasses(t); got != baseWindows {
+			t.Errorf("round %d: windows after the reset %q, want %q", round, got, baseWindows)
+		}
+		if keys, buttons := r.inputDown(t); len(keys) != 0 || buttons != 0 {
+			t.Errorf("round %d: input still down after the reset: keycodes %v, button mask %x", round, keys, buttons)
+		}
+		if k, b := r.exec.Held(); len(k) != 0 || len(b) != 0 {
+			t.Errorf("round %d: the executor still holds keys %v buttons %v", round, k, b)
+		}
+		if o := x.selectionOwner("CLIPBOARD"); o != 0 {
+			t.Errorf("round %d: CLIPBOARD is still owned (by 0x%x)", round, o)
+		}
+		session := map[int]bool{}
+		for _, p := range r.d.SessionPIDs() {
+			session[p] = true
+			for c := range descendants(p) {
+				session[c] = true
+			}
+		}
+		for _, p := range desktopProcesses(r.d.Name(), nil) {
+			if !session[p] {
+				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+				t.Errorf("round %d: process %d (%q) outside the session survived the reset", round, p, cmd)
+			}
+		}
+		if ep.Observation == nil || ep.Observation.MIME != "image/png" {
+			t.Fatalf("round %d: reset returned no PNG observation: %+v", round, ep.Observation)
+		}
+		if _, err := png.Decode(bytes.NewReader(ep.Observation.Data)); err != nil {
+			t.Errorf("round %d: the observation is not a PNG: %v", round, err)
+		}
+		if !ep.Reset.WindowsMatched {
+			t.Errorf("round %d: the reset says the windows did not match: %+v", round, ep.Reset.WindowsAfter)
+		}
+		t.Logf("round %d: reset %v (kill %v, home %v, session %v, windows %v, settle %v; killed %d processes, %d clients)", round,
+			ep.Reset.Total.Round(time.Millisecond), ep.Reset.Kill.Round(time.Millisecond), ep.Reset.Home.Round(time.Millisecond),
+			ep.Reset.Session.Round(time.Millisecond), ep.Reset.Windows.Round(time.Millisecond), ep.Reset.Settle.Round(time.Millisecond),
+			ep.Reset.KilledProcesses, ep.Reset.KilledClients)
+	}
+}
+
+func TestEpisodeLifecycle(t *testing.T) {
+	ts := loadExampleTasks(t)
+	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts})
+	ctx := context.Background()
+	var started, ended []Episode
+	r.c.OnEpisodeStart(func(e Episode) { started = append(started, e) })
+	r.c.OnEpisodeEnd(func(e Episode) { ended = append(ended, e) })
+
+	t.Run("bad task id", func(t *testing.T) {
+		_, err := r.c.Reset(ctx, ResetRequest{TaskID: "no-such-task"})
+		if !errors.Is(err, ErrUnknownTask) || !strings.Contains(err.Error(), "hello-file") {
+			t.Fatalf("Reset(no-such-task) = %v, want ErrUnknownTask listing the known tasks", err)
+		}
+	})
+
+	seed := int64(7)
+	ep, err := r.c.Reset(ctx, ResetRequest{Seed: &seed, EpisodeID: "ep-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.ID != "ep-1" || *ep.Seed != 7 || ep.Status != "running" || ep.TaskID != "" {
+		t.Fatalf("reset returned %+v", ep)
+	}
+	// Two agent actions and a person's key press count as three steps;
+	// motion and the release do not.
+	for _, a := range []hci.Action{{Action: hci.ActMouseMove, Coordinate: []int{10, 10}}, {Action: hci.ActCursorPosition}} {
+		if _, err := r.exec.Do(ctx, a, hci.SourceAgent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.exec.KeyDown(ctx, hci.Keysym('a'), hci.SourceHuman)
+	r.exec.KeyUp(ctx, hci.Keysym('a'), hci.SourceHuman)
+	r.exec.MoveTo(ctx, 20, 20, hci.SourceHuman)
+
+	end, err := r.c.End(ctx, "ep-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.Steps != 3 || end.AgentSteps != 2 || end.HumanSteps != 1 {
+		t.Errorf("steps %d (agent %d, human %d), want 3 (2, 1)", end.Steps, end.AgentSteps, end.HumanSteps)
+	}
+	if end.Reward != nil || end.Success != nil || end.EndReason != "ended" || end.Status != "ended" {
+		t.Errorf("an episode without a task ended as %+v, want unscored", end)
+	}
+	again, err := r.c.End(ctx, "ep-1")
+	if err != nil || again.EndedAt == nil || !again.EndedAt.Equal(*end.EndedAt) {
+		t.Errorf("ending it again = %+v, %v; want the same record", again, err)
+	}
+	if _, err := r.c.End(ctx, "nope"); !errors.Is(err, ErrUnknownEpisode) {
+		t.Errorf("End(nope) = %v, want ErrUnknownEpisode", err)
+	}
+	if _, err := r.c.End(ctx, ""); !errors.Is(err, ErrUnknownEpisode) {
+		t.Errorf("End() with nothing running = %v, want ErrUnknownEpisode", err)
+	}
+
+	// A task episode left undone scores 0 with reasons; the next reset ends
+	// (and scores) the running one.
+	ep2, err := r.c.Reset(ctx, ResetRequest{TaskID: "mkdir-project"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := r.c.Episode(ep2.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.EndReason != "next_reset" || rec.Reward == nil || *rec.Reward != 0 || *rec.Success || len(rec.Reasons) == 0 || rec.Reasons[0].Passed {
+		t.Errorf("undone task episode ended as %+v, want reward 0 with failing reasons", rec)
+	}
+
+	st := r.c.Stats()
+	if st.Episodes != 2 || st.Scored != 1 || st.Successes != 0 || st.SuccessRate == nil || *st.SuccessRate != 0 || !st.Running {
+		t.Errorf("stats %+v", st)
+	}
+	if st.Reset.Count != 3 || st.Reset.P50 == nil {
+		t.Errorf("reset stats %+v, want 3 resets", st.Reset)
+	}
+	if len(st.ByTask) != 1 || st.ByTask[0].TaskID != "mkdir-project" {
+		t.Errorf("per-task stats %+v", st.ByTask)
+	}
+	if len(started) != 3 || len(ended) != 2 || started[0].ID != "ep-1" || ended[0].ID != "ep-1" || ended[1].ID != ep2.ID {
+		t.Errorf("hooks saw starts %d and ends %d: %+v / %+v", len(started), len(ended), started, ended)
+	}
+	eps := r.c.Episodes(0, "")
+	if len(eps) != 3 || eps[0].Status != "running" || eps[1].ID != ep2.ID || eps[2].ID != "ep-1" {
+		t.Errorf("history (newest first) %+v", eps)
+	}
+	if got := r.c.Episodes(0, "mkdir-project"); len(got) != 1 || got[0].ID != ep2.ID {
+		t.Errorf("history of mkdir-project %+v", got)
+	}
+}
+
+// TestTasksScored solves every example task with a scripted agent replaying
+// the task's solution through the OpenEnv step endpoint (list_tools, then
+// call_tool of the computer tool), which must score 1; the same task left
+// undone must score 0 with reasons.
+func TestTasksScored(t *testing.T) {
+	needTools(t, "mousepad", "chromium")
+	ts := loadExampleTasks(t)
+	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts, tools: true})
+	ctx := context.Background()
+	step := func(t *testing.T, action any) map[string]any {
+		t.Helper()
+		var out map[string]any
+		status := postJSON(t, r.srv.URL+"/step", "", map[string]any{"action": action}, &out)
+		if status != 200 {
+			t.Fatalf("step %v: status %d: %v", action, status, out)
+		}
+		return out
+	}
+	for _, tk := range ts {
+		t.Run(tk.ID, func(t *testing.T) {
+			if len(tk.Solution) == 0 {
+				t.Fatalf("task %s has no solution to replay", tk.ID)
+			}
+			var reset map[string]any
+			if st := postJSON(t, r.srv.URL+"/reset", "", map[string]any{"task_id": tk.ID, "seed": 3}, &reset); st != 200 {
+				t.Fatalf("reset into %s: status %d: %v", tk.ID, st, reset)
+			}
+			obs := reset["observation"].(map[string]any)
+			if obs["instruction"] != tk.Instruction || obs["task_id"] != tk.ID {
+				t.Fatalf("reset observation %v lacks the task's instruction", obs)
+			}
+			id := obs["episode_id"].(string)
+			tools := step(t, map[string]any{"type": "list_tools"})["observation"].(map[string]any)["tools"].([]any)
+			if len(tools) != 1 || tools[0].(map[string]any)["name"] != "computer" {
+				t.Fatalf("list_tools: %v", tools)
+			}
+			for _, raw := range tk.Solution {
+				var args map[string]any
+				json.Unmarshal(raw, &args)
+				o := step(t, map[string]any{"type": "call_tool", "tool_name": "computer", "arguments": args})["observation"].(map[string]any)
+				if o["error"] != nil {
+					t.Fatalf("solution step %s failed: %v", raw, o["error"])
+				}
+			}
+			ep, err := r.c.End(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep.Reward == nil || *ep.Reward != 1 || !*ep.Success {
+				t.Fatalf("solved %s scored %v (success %v): %+v", tk.ID, ptrString(ep.Reward), ptrString(ep.Success), ep.Reasons)
+			}
+			if ep.AgentSteps != len(tk.Solution) {
+				t.Errorf("the episode counted %d agent steps, the solution has %d", ep.AgentSteps, len(tk.Solution))
+			}
+
+			undone, err := r.c.Reset(ctx, ResetRequest{TaskID: tk.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ep, err = r.c.End(ctx, undone.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ep.Reward == nil || *ep.Reward != 0 || *ep.Success || len(ep.Reasons) == 0 {
+				t.Fatalf("undone %s scored %v: %+v", tk.ID, ptrString(ep.Reward), ep.Reasons)
+			}
+			var failed []task.Reason
+			for _, rs := range ep.Reasons {
+				if !rs.Passed {
+					failed = append(failed, rs)
+				}
+			}
+			if len(failed) == 0 || failed[0].Detail == "" {
+				t.Errorf("undone %s: no failing reason with a detail: %+v", tk.ID, ep.Reasons)
+			}
+			t.Logf("%s: undone because %s: %s", tk.ID, failed[0].Check, failed[0].Detail)
+		})
+	}
+}
+
+func TestTaskSetupFailure(t *testing.T) {
+	bad, err := task.Parse([]byte(`{"id":"bad-setup","instruction":"x","setup":[{"type":"command","command":"echo broken >&2; exit 3"}],"evaluator":{"type":"file_exists","path":"~/x"}}`), "bad-setup.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, rigOptions{mode: ModeSim, tasks: []*task.Task{bad}})
+	_, err = r.c.Reset(context.Background(), ResetRequest{TaskID: "bad-setup"})
+	if err == nil || !strings.Contains(err.Error(), "set up task bad-setup") {
+		t.Fatalf("reset into a task whose setup fails = %v, want an error naming the task", err)
+	}
+	if r.c.Current() != nil {
+		t.Error("a failed reset left an episode running")
+	}
+	if v := r.c.Metrics().Value(mResets, "error"); v != 1 {
+		t.Errorf("resets{result=error} = %v, want 1", v)
+	}
+}
+
+// TestSeedReachesSetup checks the seed and episode id reach setup commands.
+func TestSeedReachesSetup(t *testing.T) {
+	tk, err := task.Parse([]byte(`{"id":"seeded","instruction":"x","setup":[{"type":"command","command":"echo \"$DESKENV_SEED $DESKENV_EPISODE_ID\" > ~/seed.txt"}],"evaluator":{"type":"file_contains","path":"~/seed.txt","contains":"42 it's-mine"}}`), "seeded.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, rigOptions{mode: ModeSim, tasks: []*task.Task{tk}})
+	seed := int64(42)
+	if _, err := r.c.Reset(context.Background(), ResetRequest{TaskID: "seeded", Seed: &seed, EpisodeID: "it's-mine"}); err != nil {
+		t.Fatal(err)
+	}
+	ep, err := r.c.End(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ep.Reward == nil || *ep.Reward != 1 {
+		b, _ := os.ReadFile(filepath.Join(r.home, "seed.txt"))
+		t.Fatalf("setup did not see the seed and id: ~/seed.txt is %q; reasons %+v", b, ep.Reasons)
+	}
+}
+
+func TestResetInProdMode(t *testing.T) {
+	r := newRig(t, rigOptions{mode: ModeProd})
+	if _, err := r.c.Reset(context.Background(), ResetRequest{}); !errors.Is(err, ErrProdMode) {
+		t.Fatalf("Reset in prod mode = %v, want ErrProdMode", err)
+	}
+	if r.c.Baseline() != nil {
+		t.Error("prod mode took a home baseline it will never restore")
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	r := newRig(t, rigOptions{mode: ModeSim})
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"nothing", Config{}, "required"},
+		{"bad mode", Config{Mode: "test", Display: r.d, Exec: r.exec, Capturer: r.capt, Shooter: r.shoot}, `mode "test"`},
+		{"baseline in home", Config{Display: r.d, Exec: r.exec, Capturer: r.capt, Shooter: r.shoot, BaselineDir: filepath.Join(r.home, "b"), WindowWait: time.Second}, "inside home"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := New(c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New = %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// postJSON posts v as JSON with an optional bearer token and decodes the
+// answer into out.
+func postJSON(t testing.TB, url, token string, v any, out any) int {
+	t.Helper()
+	var body []byte
+	switch b := v.(type) {
+	case []byte:
+		body = b
+	case string:
+		body = []byte(b)
+	default:
+		body, _ = json.Marshal(v)
+	}
+	return doJSON(t, "POST", url, token, body, out)
+}
+
+func getJSON(t testing.TB, url, token string, out any) int {
+	t.Helper()
+	return doJSON(t, "GET", url, token, nil, out)
+}

@@ -1,0 +1,305 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// wsReadLimit bounds one incoming /ws message.
+const wsReadLimit = 4 << 20
+
+// ws serves OpenEnv's persistent session protocol (http_server.py,
+// websocket_endpoint): one JSON message in, one out, until "close". Unlike
+// OpenEnv, where each connection gets a fresh environment, every session
+// drives the one desktop, so only MaxSessions (default 1) may be open.
+func (c *Control) ws(w http.ResponseWriter, r *http.Request) {
+	up := websocket.Upgrader{
+		// sameOrigin has already refused other origins.
+		CheckOrigin:     func(*http.Request) bool { return true },
+		ReadBufferSize:  64 << 10,
+		WriteBufferSize: 64 << 10,
+	}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return // Upgrade has answered
+	}
+	defer conn.Close()
+	conn.SetReadLimit(wsReadLimit)
+
+	s := &wsSession{c: c, conn: conn, id: newID()}
+	c.mu.Lock()
+	full := c.sessions >= c.cfg.MaxSessions
+	active := c.sessions
+	if !full {
+		c.sessions++
+	}
+	c.mu.Unlock()
+	if full {
+		s.send(wsMsg{Type: "error", Data: map[string]any{
+			"message":         fmt.Sprintf("Server at capacity: %d of %d sessions in use; deskenv serves one desktop, so close the other /ws session first", active, c.cfg.MaxSessions),
+			"code":            wsCapacityReached,
+			"active_sessions": active,
+			"max_sessions":    c.cfg.MaxSessions,
+		}})
+		return
+	}
+	defer func() {
+		c.mu.Lock()
+		c.sessions--
+		c.mu.Unlock()
+	}()
+	s.loop(r.Context())
+}
+
+type wsSession struct {
+	c    *Control
+	conn *websocket.Conn
+	id   string
+}
+
+type wsMsg struct {
+	Type string `json:"type"`
+	Data any    `json:"data"`
+}
+
+func (s *wsSession) send(m wsMsg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	s.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	return s.conn.WriteMessage(websocket.TextMessage, b)
+}
+
+func wsError(code, msg string, extra map[string]any) wsMsg {
+	d := map[string]any{"message": msg, "code": code}
+	for k, v := range extra {
+		d[k] = v
+	}
+	return wsMsg{Type: "error", Data: d}
+}
+
+func (s *wsSession) loop(ctx context.Context) {
+	for {
+		typ, raw, err := s.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		if typ != websocket.TextMessage && typ != websocket.BinaryMessage {
+			continue
+		}
+		resp, done := s.handle(ctx, raw)
+		if done {
+			return
+		}
+		if err := s.send(resp); err != nil {
+			return
+		}
+	}
+}
+
+// checkFields reports fields a message may not carry (OpenEnv's messages
+// are extra="forbid").
+func checkFields(m map[string]any, allowed ...string) ValidationError {
+	ok := map[string]bool{}
+	for _, a := range allowed {
+		ok[a] = true
+	}
+	var errs ValidationError
+	for _, k := range sortedFields(m) {
+		if !ok[k] {
+			errs = append(errs, FieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted", Input: m[k]})
+		}
+	}
+	return errs
+}
+
+func validationMsg(errs ValidationError) wsMsg {
+	return wsError(wsValidationError, "Invalid message", map[string]any{"errors": errs})
+}
+
+// handle answers one message; done ends the session.
+func (s *wsSession) handle(ctx context.Context, raw []byte) (wsMsg, bool) {
+	c := s.c
+	m, ok := object(raw)
+	if !ok {
+		if json.Valid(raw) {
+			return wsError(wsValidationError, "Invalid message: a message is a JSON object with a \"type\"", nil), false
+		}
+		var v any
+		err := json.Unmarshal(raw, &v)
+		return wsError(wsInvalidJSON, fmt.Sprintf("Invalid JSON: %v", err), nil), false
+	}
+	msgType, _ := m["type"].(string)
+	data, hasData := m["data"]
+	switch msgType {
+	case "reset":
+		if errs := checkFields(m, "type", "data"); errs != nil {
+			return validationMsg(errs), false
+		}
+		if c.cfg.Mode != ModeSim {
+			return wsError(wsExecutionError, "reset is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil), false
+		}
+		dm := map[string]any{}
+		if hasData && data != nil {
+			if dm, ok = data.(map[string]any); !ok {
+				return validationMsg(ValidationError{{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary", Input: data}}), false
+			}
+		}
+		req, errs := parseOEResetMap(dm, []any{"data"})
+		if errs != nil {
+			return validationMsg(errs), false
+		}
+		ep, err := c.oeResetRun(ctx, req)
+		if err != nil {
+			var ve ValidationError
+			if errors.As(err, &ve) {
+				return validationMsg(ve), false
+			}
+			return wsError(wsExecutionError, err.Error(), nil), false
+		}
+		return wsMsg{Type: "observation", Data: resetObservation(ep)}, false
+
+	case "step":
+		if errs := checkFields(m, "type", "data"); errs != nil {
+			return validationMsg(errs), false
+		}
+		if !hasData {
+			return validationMsg(ValidationError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: m}}), false
+		}
+		a, errs := parseOEAction(data, nil)
+		if errs != nil {
+			return validationMsg(errs), false
+		}
+		sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
+		defer cancel()
+		res, err := c.step(sctx, a)
+		if err != nil {
+			return wsError(wsExecutionError, err.Error(), nil), false
+		}
+		return wsMsg{Type: "observation", Data: res}, false
+
+	case "state":
+		if errs := checkFields(m, "type"); errs != nil {
+			return validationMsg(errs), false
+		}
+		if c.cfg.Mode != ModeSim {
+			return wsError(wsExecutionError, "state is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil), false
+		}
+		return wsMsg{Type: "state", Data: c.oeStateData()}, false
+
+	case "close":
+		return wsMsg{}, true
+
+	case "mcp":
+		if errs := checkFields(m, "type", "data"); errs != nil {
+			return validationMsg(errs), false
+		}
+		dm, ok := data.(map[string]any)
+		if !ok {
+			if !hasData {
+				return validationMsg(ValidationError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: m}}), false
+			}
+			return validationMsg(ValidationError{{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary", Input: data}}), false
+		}
+		sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
+		defer cancel()
+		return wsMsg{Type: "mcp", Data: s.rpc(sctx, dm)}, false
+
+	default:
+		return wsError(wsUnknownType, fmt.Sprintf("Unknown message type: %v (use reset, step, state, close or mcp)", m["type"]), nil), false
+	}
+}
+
+// rpc answers a JSON-RPC request as OpenEnv's mcp_handler does.
+func (s *wsSession) rpc(ctx context.Context, req map[string]any) rpcResponse {
+	id := req["id"]
+	switch id.(type) {
+	case nil, string, json.Number:
+	default:
+		return rpcResponse{Error: &rpcError{Code: rpcInvalidRequest, Message: "Invalid request: id must be a string, an integer or null"}}
+	}
+	if v, _ := req["jsonrpc"].(string); v != "2.0" {
+		return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: `Invalid request: jsonrpc must be "2.0"`}}
+	}
+	method, ok := req["method"].(string)
+	if !ok {
+		return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: "Invalid request: method is required and must be a string"}}
+	}
+	for k := range req {
+		switch k {
+		case "jsonrpc", "method", "params", "id":
+		default:
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("Invalid request: unexpected field %q", k)}}
+		}
+	}
+	params := map[string]any{}
+	if p, present := req["params"]; present && p != nil {
+		if params, ok = p.(map[string]any); !ok {
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Params must be an object"}}
+		}
+	}
+	c := s.c
+	switch method {
+	case "openenv/session/create":
+		return rpcResponse{ID: id, Result: map[string]any{"session_id": s.id}}
+	case "openenv/session/close":
+		sid, _ := params["session_id"].(string)
+		switch {
+		case sid == "":
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Invalid params - 'session_id' is required"}}
+		case sid == s.id:
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method"}}
+		default:
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Unknown session_id: " + sid}}
+		}
+	case "tools/list":
+		tools, err := c.listTools(ctx)
+		if err != nil {
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: err.Error()}}
+		}
+		list := make([]map[string]any, len(tools))
+		for i, t := range tools {
+			schema := t.InputSchema
+			if len(schema) == 0 {
+				schema = json.RawMessage(`{}`)
+			}
+			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": schema}
+		}
+		return rpcResponse{ID: id, Result: map[string]any{"tools": list}}
+	case "tools/call":
+		if c.cfg.Tools == nil {
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: "Environment does not support MCP: no tools are wired into the control plane"}}
+		}
+		name, _ := params["name"].(string)
+		if name == "" {
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Missing 'name' in params"}}
+		}
+		args := json.RawMessage("{}")
+		if a, present := params["arguments"]; present && a != nil {
+			if _, ok := a.(map[string]any); !ok {
+				return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Invalid params - 'arguments' must be an object"}}
+			}
+			args, _ = json.Marshal(a)
+		}
+		if reservedTools[name] {
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Tool not found: " + name}}
+		}
+		res, err := c.cfg.Tools.CallTool(ctx, name, args)
+		switch {
+		case errors.Is(err, ErrUnknownTool):
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Tool not found: " + name}}
+		case err != nil:
+			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: err.Error()}}
+		}
+		return rpcResponse{ID: id, Result: callResult(res)}
+	default:
+		return rpcResponse{ID: id, Error: &rpcError{Code: rpcMethodNotFound, Message: "Method not found: " + method}}
+	}
+}
