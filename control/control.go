@@ -162,11 +162,11 @@ type Episode struct {
 	HumanSteps int     `json:"human_steps"`
 	// Reward and Success are set when a task scored the episode; an
 	// episode without a task is unscored.
-	Reward    *float64 `json:"reward"`
-	Success   *bool    `json:"success"`
+	Reward    *float64      `json:"reward"`
+	Success   *bool         `json:"success"`
 	Reasons   []task.Reason `json:"reasons,omitempty"`
-	EndReason string   `json:"end_reason,omitempty"` // ended, next_reset, closed
-	Error     string   `json:"error,omitempty"`      // the evaluator failed
+	EndReason string        `json:"end_reason,omitempty"` // ended, next_reset, closed
+	Error     string        `json:"error,omitempty"`      // the evaluator failed
 	// Observation is the first observation; only the reset's answer has it.
 	Observation *Observation `json:"observation,omitempty"`
 	// Reset says what the reset did; only the reset's answer has it.

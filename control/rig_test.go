@@ -116,7 +116,9 @@ func (ct *computerTools) CallTool(ctx context.Context, name string, args json.Ra
 	if name != "computer" {
 		return ToolResult{}, fmt.Errorf("%w %q: this server has computer", ErrUnknownTool, name)
 	}
-	text := func(s string) json.RawMessage { return json.RawMessage(mustJSON(map[string]string{"type": "text", "text": s})) }
+	text := func(s string) json.RawMessage {
+		return json.RawMessage(mustJSON(map[string]string{"type": "text", "text": s}))
+	}
 	a, err := hci.ParseAction(args)
 	if err != nil {
 		return ToolResult{Content: []json.RawMessage{text(err.Error())}, IsError: true}, nil
