@@ -152,8 +152,10 @@ func combineDetail(typ string, partial bool, rewards []float64, reward float64) 
 	}
 }
 
-func (c *Check) matcher() matcher {
-	return matcher{contains: c.Contains, re: c.re, ignoreCase: c.IgnoreCase}
+// matcher is the check's text condition. Parse compiled the regular
+// expression; a Check built in code gets it compiled here.
+func (c *Check) matcher() (matcher, error) {
+	return newMatcher(c.Contains, c.Matches, c.re, c.IgnoreCase)
 }
 
 // describe is the check as a reader would name it, such as
@@ -172,7 +174,11 @@ func (c *Check) describe() string {
 	case CheckCommand:
 		return "command " + quoteHead(c.Command, 80)
 	case CheckWindowTitle:
-		return "window_title " + c.matcher().String()
+		m, err := c.matcher()
+		if err != nil {
+			return "window_title matches " + quoteHead(c.Matches, 80)
+		}
+		return "window_title " + m.String()
 	case CheckClipboardContains, CheckClipboardMatches:
 		s := c.Type + " " + quoteHead(c.Contains+c.Matches, 80)
 		if c.Selection == "primary" {
@@ -213,7 +219,11 @@ func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail strin
 		if err != nil {
 			return false, err.Error(), nil
 		}
-		return textCheck("file", c.matcher(), string(data), note)
+		m, err := c.matcher()
+		if err != nil {
+			return false, "", err
+		}
+		return textCheck("file", m, string(data), note)
 
 	case CheckCommand:
 		return ev.command(ctx, c)
@@ -223,7 +233,10 @@ func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail strin
 		if err != nil {
 			return false, "", err
 		}
-		m := c.matcher()
+		m, err := c.matcher()
+		if err != nil {
+			return false, "", err
+		}
 		for _, w := range ws {
 			if m.match(w.Title) {
 				return true, fmt.Sprintf("window 0x%x is titled %s", w.ID, quoteHead(w.Title, 120)), nil
@@ -247,7 +260,11 @@ func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail strin
 		if text == "" {
 			return false, fmt.Sprintf("the %s is empty", what), nil
 		}
-		return textCheck(what, c.matcher(), text, "")
+		m, err := c.matcher()
+		if err != nil {
+			return false, "", err
+		}
+		return textCheck(what, m, text, "")
 
 	case CheckScreenRegion:
 		shot, err := ev.env.Screenshot(ctx)
@@ -334,7 +351,10 @@ func (ev *evaluation) command(ctx context.Context, c *Check) (bool, string, erro
 		return false, fmt.Sprintf("exited with status %d, want %d%s", res.ExitCode, want, outputTails(res)), nil
 	}
 	detail := fmt.Sprintf("exited with status %d", res.ExitCode)
-	m := c.matcher()
+	m, err := c.matcher()
+	if err != nil {
+		return false, "", err
+	}
 	if m.contains == "" && m.re == nil {
 		return true, detail, nil
 	}

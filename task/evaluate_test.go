@@ -254,3 +254,34 @@ func TestEvaluateCannotLook(t *testing.T) {
 		t.Fatalf("outcome %+v, want reward 1 from the or, and a failed reason saying it could not check", out)
 	}
 }
+
+// TestTaskBuiltInCode checks that a Task made in Go rather than parsed still
+// honours its regular expressions (Parse normally compiles them).
+func TestTaskBuiltInCode(t *testing.T) {
+	env := NewEnv(nil, t.TempDir(), nil)
+	if err := os.WriteFile(filepath.Join(env.Home(), "f"), []byte("Version 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		check   Check
+		success bool
+		err     string
+	}{
+		{Check{Type: CheckFileMatches, Path: "~/f", Matches: `^Version \d$`}, false, ""},
+		{Check{Type: CheckFileMatches, Path: "~/f", Matches: `(?m)^Version \d$`}, true, ""},
+		{Check{Type: CheckFileMatches, Path: "~/f", Matches: `^version`, IgnoreCase: true}, true, ""},
+		{Check{Type: CheckCommand, Command: "cat ~/f", Matches: `^3`}, false, ""},
+		{Check{Type: CheckFileMatches, Path: "~/f", Matches: `(`}, false, "invalid regular expression"},
+		{Check{Type: "file_size"}, false, `unknown check type "file_size"`},
+	}
+	for _, tc := range tests {
+		tk := &Task{ID: "code", Instruction: "x", Evaluator: tc.check}
+		out, err := tk.Evaluate(context.Background(), env)
+		if out.Success != tc.success {
+			t.Errorf("%+v: success %v, want %v; %+v", tc.check, out.Success, tc.success, out.Reasons)
+		}
+		if (tc.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%+v: error %v, want %q", tc.check, err, tc.err)
+		}
+	}
+}

@@ -174,7 +174,10 @@ func writeFile(path, content, mode string) error {
 const pollInterval = 100 * time.Millisecond
 
 func (r *setupRun) waitWindow(ctx context.Context, s *Step) error {
-	m := matcher{contains: s.Contains, re: s.re, ignoreCase: s.IgnoreCase}
+	m, err := newMatcher(s.Contains, s.Matches, s.re, s.IgnoreCase)
+	if err != nil {
+		return err
+	}
 	limit := stepTimeout(s.Timeout, DefaultWaitWindowTimeout)
 	wctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -257,6 +260,23 @@ func (m matcher) match(s string) bool {
 		return false
 	}
 	return true
+}
+
+// newMatcher makes the condition of a step or check; re is the compiled
+// expr, or nil to compile it here.
+func newMatcher(contains, expr string, re *regexp.Regexp, ignoreCase bool) (matcher, error) {
+	m := matcher{contains: contains, re: re, ignoreCase: ignoreCase}
+	if re == nil && expr != "" {
+		if ignoreCase {
+			expr = "(?i)" + expr
+		}
+		r, err := regexp.Compile(expr)
+		if err != nil {
+			return m, fmt.Errorf("invalid regular expression %q: %w", expr, err)
+		}
+		m.re = r
+	}
+	return m, nil
 }
 
 // pattern is the regular expression as the task file wrote it.
