@@ -11,6 +11,7 @@ import (
 	"io"
 	stdlog "log"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -82,10 +83,15 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 			addr = ":8080"
 		}
 	}
-	srv := &http.Server{Addr: addr, Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set another with --addr): %w", addr, err)
+	}
+	srv := &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
-	log.Info("deskenv is ready", "url", "http://"+displayAddr(addr)+"/", "mcp", "http://"+displayAddr(addr)+"/mcp", "display", app.display.Name())
+	go func() { errc <- srv.Serve(ln) }()
+	where := displayAddr(ln.Addr().String())
+	log.Info("deskenv is ready", "url", "http://"+where+"/", "mcp", "http://"+where+"/mcp", "display", app.display.Name())
 
 	select {
 	case err := <-errc:
@@ -176,9 +182,14 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// displayAddr turns a listen address into one a person can paste.
 func displayAddr(addr string) string {
-	if len(addr) > 0 && addr[0] == ':' {
-		return "localhost" + addr
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
 	}
-	return addr
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"image/png"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+func TestConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(config) bool
+		wantErr string
+	}{
+		{"defaults", nil, nil, func(c config) bool {
+			w, h, d, _ := c.screenSize()
+			return w == 1280 && h == 800 && d == 24 && c.ModelSize == "auto" && c.MCPTools == "computer,tools"
+		}, ""},
+		{"flag", []string{"--screen", "1920x1080"}, nil, func(c config) bool { w, h, d, _ := c.screenSize(); return w == 1920 && h == 1080 && d == 24 }, ""},
+		{"env", nil, map[string]string{"DESKENV_MODEL_SIZE": "off", "DESKENV_APPS": "xterm -T a; mousepad"}, func(c config) bool {
+			return c.ModelSize == "off" && len(c.apps()) == 2 && c.apps()[0][2] == "a"
+		}, ""},
+		{"flag beats env", []string{"--image-format", "png"}, map[string]string{"DESKENV_IMAGE_FORMAT": "jpeg"}, func(c config) bool { return c.ImageFormat == "png" }, ""},
+		{"no apps", []string{"--apps", "", "--wm", ""}, nil, func(c config) bool { return len(c.apps()) == 0 && len(c.wm()) == 0 }, ""},
+		{"bad screen", []string{"--screen", "big"}, nil, nil, "--screen \"big\""},
+		{"bad format", []string{"--image-format", "gif"}, nil, nil, "use png or jpeg"},
+		{"bad tools", []string{"--mcp-tools", "computer,magic"}, nil, nil, "unknown shape \"magic\""},
+		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
+		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
+		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			c, _, err := parseConfig("deskenv", tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want it to mention %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Fatalf("config %+v does not match", c)
+			}
+		})
+	}
+}
+
+func TestHelpNamesEveryFlagAndItsVariable(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"--help"}, nil, &out, &out); code != 0 {
+		t.Fatalf("--help exit code %d", code)
+	}
+	for _, want := range []string{"deskenv mcp --stdio", "-model-size", "$DESKENV_MODEL_SIZE", "-screen", "-mcp-tools", "-addr"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help does not mention %q", want)
+		}
+	}
+	out.Reset()
+	if code := run([]string{"frob"}, nil, &out, &out); code == 0 || !strings.Contains(out.String(), "unknown command") {
+		t.Errorf("unknown command: code %d, %q", code, out.String())
+	}
+}
+
+// buildBinary builds cmd/deskenv once for the end-to-end tests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "deskenv")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestApplianceEndToEnd runs the real binary as a user would, with its own
+// Xvfb, openbox and xterm, drives it through MCP over HTTP, and stops it with
+// SIGTERM: no child process may outlive it.
+func TestApplianceEndToEnd(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--no-stream")
+	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+
+	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
+	addr := make(chan string, 1)
+	var logBuf bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logBuf.WriteString(sc.Text() + "\n")
+			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(30 * time.Second):
+		t.Fatalf("deskenv did not become ready:\n%s", logBuf.String())
+	}
+
+	resp, err := http.Get(base + "/health")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/health: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	ctx := context.Background()
+	tr, err := transport.NewStreamableHTTP(base + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range tools.Tools {
+		names[tool.Name] = true
+	}
+	for _, want := range []string{"computer", "screenshot", "left_click", "type", "key"} {
+		if !names[want] {
+			t.Errorf("tools/list lacks %q (has %v)", want, names)
+		}
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "computer"
+	req.Params.Arguments = map[string]any{"action": "screenshot"}
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var img *mcp.ImageContent
+	for _, content := range res.Content {
+		if ic, ok := content.(mcp.ImageContent); ok {
+			img = &ic
+		}
+	}
+	if res.IsError || img == nil {
+		t.Fatalf("screenshot result: %+v", res)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(img.Data)
+	pic, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := pic.Bounds(); b.Dx() != 1280 || b.Dy() != 800 {
+		t.Fatalf("screenshot is %v, want 1280x800", b)
+	}
+	c.Close()
+
+	children := childPIDs(cmd.Process.Pid)
+	if len(children) < 3 {
+		t.Fatalf("expected Xvfb, openbox and xterm as children, found %v", children)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("deskenv exited with %v after SIGTERM:\n%s", err, logBuf.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("deskenv did not stop within 15 s of SIGTERM")
+	}
+	time.Sleep(100 * time.Millisecond)
+	for _, pid := range children {
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("child %d outlived deskenv", pid)
+		}
+	}
+}
+
+// TestStdio runs `deskenv mcp --stdio` as Claude Desktop would and talks MCP
+// over its stdin and stdout.
+func TestStdio(t *testing.T) {
+	bin := buildBinary(t)
+	ctx := context.Background()
+	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, "mcp", "--stdio", "--apps", "")
+	c := client.NewClient(tr)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-e2e", Version: "1"}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.Initialize(ictx, init); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "computer"
+	req.Params.Arguments = map[string]any{"action": "cursor_position"}
+	res, err := c.CallTool(ictx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ""
+	for _, content := range res.Content {
+		if tc, ok := content.(mcp.TextContent); ok {
+			text += tc.Text
+		}
+	}
+	if res.IsError || !regexp.MustCompile(`X=\d+,\s*Y=\d+`).MatchString(text) {
+		t.Fatalf("cursor_position over stdio: %q (error %v)", text, res.IsError)
+	}
+}
+
+// childPIDs lists the direct children of pid, from every /proc/N/stat (Go
+// starts children from any of its threads, so one thread's list is not enough).
+func childPIDs(pid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		n, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces; fields resume after its ')'.
+		rest := string(data[bytes.LastIndexByte(data, ')')+1:])
+		f := strings.Fields(rest)
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
