@@ -3,12 +3,39 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/stream"
+	"github.com/deskenv/deskenv/web"
 )
 
 // deskenvServer wires the browser client and the stream on the display named
-// in c, as the appliance does.
+// in c, as the appliance does (no tokens: local mode).
 func deskenvServer(ctx context.Context, c serveConfig, log *slog.Logger) (http.Handler, func() error, error) {
-	return nil, nil, errors.New("the stream package is not built yet")
+	d, err := display.Start(ctx, display.Config{Attach: c.display, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	exec, err := hci.NewExecutor(d, hci.Options{Logger: log})
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	srv, err := stream.New(d, exec, stream.Config{FPS: c.fps, BitrateKbps: c.bitrate, LoopbackOnly: true, Logger: log})
+	if err != nil {
+		exec.Close()
+		d.Close()
+		return nil, nil, fmt.Errorf("stream: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/stream/signal", srv.SignalHandler(func(*http.Request) (string, bool, error) { return "local", false, nil }))
+	mux.Handle("/", web.Handler())
+	closeAll := func() error {
+		return errors.Join(srv.Close(), exec.Close(), d.Close())
+	}
+	return mux, closeAll, nil
 }
