@@ -370,8 +370,8 @@ func compareRegion(shot *image.RGBA, c *Check) (bool, string) {
 		return false, "the check has no reference image (it was not loaded with Parse)"
 	}
 	x0, y0, w, h := c.Region[0], c.Region[1], c.Region[2], c.Region[3]
-	r := image.Rect(x0, y0, x0+w, y0+h)
 	sb := shot.Bounds()
+	r := image.Rect(x0, y0, x0+w, y0+h).Add(sb.Min)
 	if !r.In(sb) {
 		return false, fmt.Sprintf("region %d,%d %dx%d lies outside the %dx%d screen", x0, y0, w, h, sb.Dx(), sb.Dy())
 	}
@@ -381,7 +381,7 @@ func compareRegion(shot *image.RGBA, c *Check) (bool, string) {
 	}
 	var sum, counted, differing int
 	for y := 0; y < h; y++ {
-		srow := shot.Pix[shot.PixOffset(sb.Min.X+x0, sb.Min.Y+y0+y):]
+		srow := shot.Pix[shot.PixOffset(r.Min.X, r.Min.Y+y):]
 		rrow := c.ref.Pix[c.ref.PixOffset(0, y):]
 		for x := 0; x < w; x++ {
 			rp := rrow[x*4 : x*4+4]
