@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	deskimage "github.com/deskenv/deskenv/image"
 )
 
 // Policy says who may act on the desktop: the agent, people, or both.
@@ -79,6 +81,12 @@ type Config struct {
 	// MaxInputBytes is the largest input message accepted on the data
 	// channel (default 65536).
 	MaxInputBytes int
+	// Capturer, when set, is shared with the rest of the appliance (it is
+	// safe for concurrent use); otherwise the server makes its own. Either
+	// way it is made once, up front: xgb registers extensions in
+	// package-level maps its event readers use, so setting up MIT-SHM while
+	// other X connections read events is a data race best kept to start-up.
+	Capturer *deskimage.Capturer
 }
 
 // Defaults for Config.

@@ -31,15 +31,11 @@ func (p *pipeline) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// run is one life of the loop: one capturer and one encoder for one screen
-// size. It returns an error when they must be rebuilt.
+// run is one life of the loop: one encoder for one screen size. It returns
+// an error when the encoder must be rebuilt.
 func (p *pipeline) run(ctx context.Context) error {
 	g := p.refreshGeometry()
-	capt, err := deskimage.NewCapturer(p.s.d)
-	if err != nil {
-		return fmt.Errorf("capture: %w", err)
-	}
-	defer capt.Close()
+	capt := p.s.capt
 	enc, err := codec.NewH264Encoder(codec.H264Options{
 		Width: g.vw, Height: g.vh, FPS: p.s.cfg.FPS, BitrateKbps: p.s.cfg.BitrateKbps,
 		Preset: p.s.cfg.Preset,

@@ -22,6 +22,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 )
 
@@ -76,8 +77,10 @@ type Server struct {
 	iceServers     []webrtc.ICEServer
 	helloICE       []iceServerMsg
 
-	video *pipeline
-	xw    *xwatch
+	video    *pipeline
+	xw       *xwatch
+	capt     *deskimage.Capturer
+	ownsCapt bool
 
 	policy atomic.Value // Policy; read by the hci gate on every agent action
 
@@ -129,8 +132,19 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 		s.iceServers = append(s.iceServers, webrtc.ICEServer{URLs: []string{is.URL}, Username: is.Username, Credential: is.Credential})
 		s.helloICE = append(s.helloICE, iceServerMsg{URLs: []string{is.URL}, Username: is.Username, Credential: is.Credential})
 	}
+	s.capt = cfg.Capturer
+	if s.capt == nil {
+		if s.capt, err = deskimage.NewCapturer(d); err != nil {
+			s.cancel()
+			return nil, fmt.Errorf("stream: %w", err)
+		}
+		s.ownsCapt = true
+	}
 	if err := s.buildAPI(); err != nil {
 		s.cancel()
+		if s.ownsCapt {
+			s.capt.Close()
+		}
 		return nil, err
 	}
 	s.video = newPipeline(s)
@@ -177,6 +191,9 @@ func (s *Server) Close() error {
 	s.cancel()
 	s.video.stop()
 	s.xw.close()
+	if s.ownsCapt {
+		s.capt.Close()
+	}
 	s.exec.SetGate(nil)
 	var err error
 	if s.udpMux != nil {

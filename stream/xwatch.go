@@ -57,7 +57,15 @@ type xstate struct {
 
 func newXWatch(s *Server) *xwatch {
 	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
+	// The first connection is made here, not in the goroutine: setting up
+	// extensions races with other connections' event readers in xgb (it
+	// writes package-level maps), so it belongs to start-up.
+	changed := s.d.Changed()
+	x, err := w.connect()
+	if err != nil {
+		w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
+	}
+	go w.run(x, changed)
 	return w
 }
 
@@ -77,13 +85,17 @@ func (w *xwatch) close() {
 	<-w.done
 }
 
-// run keeps a connection to the current X server and reads its events.
-func (w *xwatch) run() {
+// run keeps a connection to the current X server and reads its events. x is
+// the first connection, or nil.
+func (w *xwatch) run(x *xstate, changed <-chan struct{}) {
 	defer close(w.done)
-	for {
-		changed := w.s.d.Changed()
-		x, err := w.connect()
-		if err == nil {
+	for first := true; ; first = false {
+		var err error
+		if !first {
+			changed = w.s.d.Changed()
+			x, err = w.connect()
+		}
+		if err == nil && x != nil {
 			w.mu.Lock()
 			if w.closed {
 				w.mu.Unlock()
@@ -103,7 +115,7 @@ func (w *xwatch) run() {
 			}
 			w.mu.Unlock()
 			x.c.Close()
-		} else {
+		} else if err != nil {
 			w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
 		}
 		// Wait for a new server, or retry a little later.
