@@ -220,6 +220,7 @@ func (c *Control) State(ctx context.Context) State {
 func (c *Control) apiState(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
+	c.drainBus(ctx)
 	writeJSON(w, http.StatusOK, c.State(ctx))
 }
 
@@ -336,7 +337,8 @@ func (c *Control) oeSchema(w http.ResponseWriter, r *http.Request) {
 }
 
 // oeStateData is OpenEnv's State with deskenv's extra fields.
-func (c *Control) oeStateData() map[string]any {
+func (c *Control) oeStateData(ctx context.Context) map[string]any {
+	c.drainBus(ctx)
 	st := map[string]any{"episode_id": nil, "step_count": 0, "mode": string(c.cfg.Mode)}
 	if ep := c.Current(); ep != nil {
 		st["episode_id"] = ep.ID
@@ -359,7 +361,7 @@ func nullable(s string) any {
 }
 
 func (c *Control) oeState(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, c.oeStateData())
+	writeJSON(w, http.StatusOK, c.oeStateData(r.Context()))
 }
 
 // oeDetail writes FastAPI's error shape.

@@ -192,7 +192,7 @@ func (s *wsSession) handle(ctx context.Context, raw []byte) (wsMsg, bool) {
 		if c.cfg.Mode != ModeSim {
 			return wsError(wsExecutionError, "state is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil), false
 		}
-		return wsMsg{Type: "state", Data: c.oeStateData()}, false
+		return wsMsg{Type: "state", Data: c.oeStateData(ctx)}, false
 
 	case "close":
 		return wsMsg{}, true
