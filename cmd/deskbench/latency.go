@@ -66,14 +66,15 @@ type stackResult struct {
 	Min, Max, Mean float64   `json:"-"`
 	// Of the glass-to-glass time, until the last packet of the frame arrived
 	// (capture + encode + send), when the video element reports it.
-	ReceiveP50 float64 `json:"receive_p50_ms,omitempty"`
-	ShownFPS   float64 `json:"shown_fps"`
-	DecodedFPS float64 `json:"decoded_fps,omitempty"`
-	ServerCPU  float64 `json:"server_cpu_pct_motion"`
-	XvfbCPU    float64 `json:"xvfb_cpu_pct_motion"`
-	IdleCPU    float64 `json:"server_cpu_pct_idle"`
-	PaintedFPS float64 `json:"painted_fps"`
-	Notes      string  `json:"notes,omitempty"`
+	ReceiveP50 float64   `json:"receive_p50_ms,omitempty"`
+	ReceiveMs  []float64 `json:"receive_ms,omitempty"`
+	ShownFPS   float64   `json:"shown_fps"`
+	DecodedFPS float64   `json:"decoded_fps,omitempty"`
+	ServerCPU  float64   `json:"server_cpu_pct_motion"`
+	XvfbCPU    float64   `json:"xvfb_cpu_pct_motion"`
+	IdleCPU    float64   `json:"server_cpu_pct_idle"`
+	PaintedFPS float64   `json:"painted_fps"`
+	Notes      string    `json:"notes,omitempty"`
 }
 
 func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -422,6 +423,7 @@ func measure(ctx context.Context, c latencyConfig, probe *xprobe.Probe, drv *bro
 		}
 		r.Mean /= float64(len(s))
 	}
+	r.ReceiveMs = slices.Clone(recv)
 	if len(recv) > 0 {
 		slices.Sort(recv)
 		r.ReceiveP50 = pct(recv, 50)

@@ -16,7 +16,7 @@ func startDriver(ctx context.Context, t *testing.T) *browser.Driver {
 	if testing.Verbose() {
 		stderr = os.Stderr
 	}
-	opt := browser.Options{Dir: "."}
+	opt := browser.Options{} // found from the working directory, so errors name the full path
 	if stderr != nil {
 		opt.Stderr = stderr
 	}
