@@ -9,6 +9,11 @@ import (
 	"github.com/deskenv/deskenv/internal/codec"
 )
 
+// damageGrace is how long the loop waits after the first damage before it
+// captures: drawing comes as a burst of requests, and capturing the burst
+// whole saves sending a half-drawn frame and then the rest.
+const damageGrace = 2 * time.Millisecond
+
 // retryWait is the pause before the loop tries again after the display or
 // the encoder failed.
 const retryWait = 500 * time.Millisecond
@@ -60,13 +65,26 @@ func (p *pipeline) run(ctx context.Context) error {
 		lastKey  time.Time
 		start    = time.Now()
 	)
-	tick := time.NewTicker(time.Second / time.Duration(p.s.cfg.FPS))
+	interval := time.Second / time.Duration(p.s.cfg.FPS)
+	minGap := interval * 9 / 10
+	var lastFrame time.Time
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
+		// Damage wakes the loop at once, so a change is not held back until
+		// the next tick; ticks poll the pointer and serve keyframe
+		// requests. Either way frames stay at least about one interval apart.
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			if time.Since(lastFrame) < minGap {
+				continue
+			}
+		case <-p.s.xw.wake:
+			if err := sleepCtx(ctx, max(damageGrace, interval-time.Since(lastFrame))); err != nil {
+				return nil
+			}
 		}
 		now := time.Now()
 		wantKey := false
@@ -128,6 +146,7 @@ func (p *pipeline) run(ctx context.Context) error {
 		if len(data) == 0 {
 			continue // the encoder buffered it (it should not with zerolatency)
 		}
+		lastFrame = now
 		p.counters.encoded.Add(1)
 		p.counters.bytesEncoded.Add(uint64(len(data)))
 		if key {
@@ -155,4 +174,18 @@ func convert(sc *codec.Scaler, f *deskimage.Frame, pic *codec.I420, g *geometry)
 
 func planesOf(pic *codec.I420) planes {
 	return planes{y: pic.Y, u: pic.U, v: pic.V, sy: pic.StrideY, su: pic.StrideU, sv: pic.StrideV, w: pic.Width, h: pic.Height}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -37,7 +37,8 @@ type xwatch struct {
 	clip    string // the text we serve while we own CLIPBOARD
 	clipBy  string // viewer that set it
 
-	dirty atomic.Bool // damage seen since the last takeDamage
+	dirty atomic.Bool   // damage seen since the last takeDamage
+	wake  chan struct{} // signalled on damage, for the video loop
 
 	stop chan struct{}
 	done chan struct{}
@@ -56,7 +57,7 @@ type xstate struct {
 }
 
 func newXWatch(s *Server) *xwatch {
-	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	// The first connection is made here, not in the goroutine: setting up
 	// extensions races with other connections' event readers in xgb (it
 	// writes package-level maps), so it belongs to start-up.
@@ -205,6 +206,10 @@ func (w *xwatch) events(x *xstate) {
 		switch e := ev.(type) {
 		case damage.NotifyEvent:
 			w.dirty.Store(true)
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
 		case xproto.SelectionRequestEvent:
 			w.serveSelection(x, e)
 		case xproto.SelectionClearEvent:
