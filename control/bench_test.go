@@ -1,0 +1,187 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/hci"
+	deskimage "github.com/deskenv/deskenv/image"
+)
+
+// reportQuantiles adds p50, p95 and max of ds (milliseconds) to b's output.
+func reportQuantiles(b *testing.B, ds []time.Duration) {
+	if len(ds) == 0 {
+		return
+	}
+	s := make([]float64, len(ds))
+	for i, d := range ds {
+		s[i] = float64(d) / float64(time.Millisecond)
+	}
+	sort.Float64s(s)
+	b.ReportMetric(quantile(s, 0.5), "p50-ms")
+	b.ReportMetric(quantile(s, 0.95), "p95-ms")
+	b.ReportMetric(s[len(s)-1], "max-ms")
+	b.ReportMetric(0, "ns/op") // the quantiles say it better than the mean
+}
+
+// BenchmarkReset compares a deskenv reset with what container-per-episode
+// setups pay: starting the desktop from nothing. Both end at the same point:
+// the session's window is up and the screen has settled.
+//
+//	go test ./control/ -run '^$' -bench BenchmarkReset -benchtime 20x
+func BenchmarkReset(b *testing.B) {
+	settle := deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
+
+	b.Run("reset", func(b *testing.B) {
+		r := newRig(b, rigOptions{mode: ModeSim})
+		ctx := context.Background()
+		var ds []time.Duration
+		for i := 0; i < b.N; i++ {
+			// An episode's worth of mess, not timed: a stray window, files
+			// written and deleted, a held key.
+			b.StopTimer()
+			spawnDetached(b, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+			writeFile(b, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
+			r.exec.KeyDown(ctx, hci.Keysym(0xffe3), hci.SourceAgent) // Control_L
+			waitFor(b, "the stray window", func() bool { return strings.Contains(r.windowClasses(b), "Stray") })
+			b.StartTimer()
+			start := time.Now()
+			if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+		}
+		reportQuantiles(b, ds)
+	})
+
+	b.Run("process-restart", func(b *testing.B) {
+		needTools(b, "openbox", "xterm")
+		home := seedHome(b)
+		var ds []time.Duration
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "DESKENV_BENCH_APPLIANCE="+home)
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			line, err := bufio.NewReader(stdout).ReadString('\n')
+			if err != nil || line != "ready\n" {
+				b.Fatalf("the appliance process said %q, %v", line, err)
+			}
+			ds = append(ds, time.Since(start))
+			b.StopTimer()
+			stdin.Close()
+			cmd.Wait()
+			b.StartTimer()
+		}
+		reportQuantiles(b, ds)
+	})
+
+	b.Run("full-restart", func(b *testing.B) {
+		needTools(b, "openbox", "xterm")
+		ctx := context.Background()
+		home := seedHome(b)
+		log := slog.New(slog.DiscardHandler)
+		var ds []time.Duration
+		for i := 0; i < b.N; i++ {
+			start := time.Now()
+			d, err := display.Start(ctx, display.Config{Width: 1280, Height: 800, Home: home,
+				WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}}, Logger: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ex, err := hci.NewExecutor(d, hci.Options{Logger: log})
+			if err != nil {
+				b.Fatal(err)
+			}
+			capt, err := deskimage.NewCapturer(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			k := &desk{d: d, log: log, windowWait: 30 * time.Second, windows: []Window{{Instance: "xterm", Class: "XTerm"}}}
+			x, err := openX(d.Name())
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, ok, err := k.waitWindows(ctx, x); err != nil || !ok {
+				b.Fatalf("the xterm did not come up: %v", err)
+			}
+			x.Close()
+			if _, _, err := capt.Settle(ctx, settle); err != nil {
+				b.Fatal(err)
+			}
+			ds = append(ds, time.Since(start))
+			b.StopTimer()
+			capt.Close()
+			ex.Close()
+			d.Close()
+			b.StartTimer()
+		}
+		reportQuantiles(b, ds)
+	})
+}
+
+// TestMain lets the benchmark start this test binary as a stand-in for the
+// appliance process: with DESKENV_BENCH_APPLIANCE=home it starts the desktop
+// the way deskenv does, prints "ready" once the session's window is up and
+// the screen has settled, and exits when its stdin closes.
+func TestMain(m *testing.M) {
+	if home := os.Getenv("DESKENV_BENCH_APPLIANCE"); home != "" {
+		if err := runAppliance(home); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func runAppliance(home string) error {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	d, err := display.Start(ctx, display.Config{Width: 1280, Height: 800, Home: home,
+		WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}}, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	ex, err := hci.NewExecutor(d, hci.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer ex.Close()
+	capt, err := deskimage.NewCapturer(d)
+	if err != nil {
+		return err
+	}
+	defer capt.Close()
+	k := &desk{d: d, log: log, windowWait: 30 * time.Second, windows: []Window{{Instance: "xterm", Class: "XTerm"}}}
+	x, err := openX(d.Name())
+	if err != nil {
+		return err
+	}
+	if _, ok, err := k.waitWindows(ctx, x); err != nil || !ok {
+		return fmt.Errorf("the xterm did not come up: %v", err)
+	}
+	x.Close()
+	if _, _, err := capt.Settle(ctx, deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
+		return err
+	}
+	fmt.Println("ready")
+	io.Copy(io.Discard, os.Stdin)
+	return nil
+}
