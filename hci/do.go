@@ -138,6 +138,16 @@ type pressed struct {
 	codes []xproto.Keycode
 }
 
+// prepareAll binds every keysym of syms the layout lacks, or fails: keys
+// pressed together must all be on the keyboard at once.
+func (e *Executor) prepareAll(ctx context.Context, x *xconn, syms []Keysym) error {
+	n, err := e.prepare(ctx, x, syms)
+	if err == nil && n < len(syms) {
+		err = fmt.Errorf("keys %v need more spare keycodes than are free", syms)
+	}
+	return err
+}
+
 // pressTyped presses sym for src as a typist would: with Shift when the
 // layout has it on the shifted level (unless Shift is already down).
 func (e *Executor) pressTyped(ctx context.Context, x *xconn, sym Keysym, src Source, p *pressed) error {
@@ -170,6 +180,9 @@ func (e *Executor) releasePressed(x *xconn, src Source, p *pressed) {
 func (e *Executor) withModifiers(ctx context.Context, x *xconn, mods []Keysym, src Source, f func() error) error {
 	var p pressed
 	defer e.releasePressed(x, src, &p)
+	if err := e.prepareAll(ctx, x, mods); err != nil {
+		return err
+	}
 	for _, m := range mods {
 		if err := e.pressTyped(ctx, x, m, src, &p); err != nil {
 			return err
@@ -269,10 +282,16 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 		prevCR = r == '\r'
 		syms = append(syms, KeysymForRune(r))
 	}
-	for i := 0; i < len(syms); i += typeChunk {
-		chunk := syms[i:min(i+typeChunk, len(syms))]
+	for i := 0; i < len(syms); {
+		var n int
 		err := e.locked(ctx, func(x *xconn) error {
-			for j, sym := range chunk {
+			// Bind what this stretch needs from spare keycodes in one batch,
+			// then type it.
+			ready, err := e.prepare(ctx, x, syms[i:min(i+typeChunk, len(syms))])
+			if err != nil {
+				return fmt.Errorf("character %d (%s): %w", i, syms[i], err)
+			}
+			for j, sym := range syms[i : i+ready] {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -287,13 +306,15 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 				if err != nil {
 					return fmt.Errorf("character %d (%s): %w", i+j, sym, err)
 				}
+				n++
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		if e.opt.TypeDelay > 0 && i+typeChunk < len(syms) {
+		i += n
+		if e.opt.TypeDelay > 0 && i < len(syms) {
 			if err := sleepCtx(ctx, e.opt.TypeDelay); err != nil {
 				return err
 			}
@@ -311,6 +332,9 @@ func (e *Executor) pressChords(ctx context.Context, text string, src Source) err
 	}
 	return e.locked(ctx, func(x *xconn) error {
 		for _, chord := range chords {
+			if err := e.prepareAll(ctx, x, chord); err != nil {
+				return err
+			}
 			var p pressed
 			for _, sym := range chord {
 				if err := e.pressTyped(ctx, x, sym, src, &p); err != nil {
@@ -334,6 +358,13 @@ func (e *Executor) holdKey(ctx context.Context, text string, d time.Duration, sr
 	}
 	var p pressed
 	err = e.locked(ctx, func(x *xconn) error {
+		var all []Keysym
+		for _, chord := range chords {
+			all = append(all, chord...)
+		}
+		if err := e.prepareAll(ctx, x, all); err != nil {
+			return err
+		}
 		for _, chord := range chords {
 			for _, sym := range chord {
 				if err := e.pressTyped(ctx, x, sym, src, &p); err != nil {

@@ -47,14 +47,22 @@ type Options struct {
 	// button down, and some (HTML5 drag and drop) only after time passes.
 	DragSteps     int
 	DragStepDelay time.Duration
+	// SpareReuseAge is how long a spare keycode keeps its binding at least
+	// before it is bound to another keysym (default 100ms). A client reads a
+	// key event with the mapping it fetches when it gets round to it; rebinding
+	// sooner could make a slow client see the later symbol. Only text with more
+	// distinct characters outside the layout than there are spare keycodes
+	// (19 on Xvfb's default layout) ever waits for it.
+	SpareReuseAge time.Duration
+	// BindSettle is the pause after rebinding spare keycodes before keys are
+	// pressed (default 30ms): Chromium applies a new mapping asynchronously
+	// and types the old symbol for keys that follow too closely (measured: 0
+	// garbles, 5ms was enough on an idle machine).
+	BindSettle time.Duration
 	// Logger receives warnings (X errors, connection changes); nil means the
 	// display's logger.
 	Logger *slog.Logger
 }
-
-// spareReuseAge is how long a spare keycode keeps a binding at least before it
-// is rebound: enough for a client to read events that used the old binding.
-const spareReuseAge = 100 * time.Millisecond
 
 // Executor injects actions and input primitives into one display through
 // XTEST, serialised, and publishes each on its Bus. It is safe for concurrent
@@ -112,6 +120,12 @@ func NewExecutor(d *display.Display, opt Options) (*Executor, error) {
 	}
 	if opt.DragStepDelay <= 0 {
 		opt.DragStepDelay = 5 * time.Millisecond
+	}
+	if opt.BindSettle <= 0 {
+		opt.BindSettle = 30 * time.Millisecond
+	}
+	if opt.SpareReuseAge <= 0 {
+		opt.SpareReuseAge = 100 * time.Millisecond
 	}
 	if opt.TypeDelay < 0 {
 		opt.TypeDelay = 0
@@ -395,30 +409,107 @@ func (e *Executor) releaseButton(x *xconn, b int, src Source) bool {
 	return true
 }
 
-// bindSpare binds sym to a spare keycode, first letting the least recently
-// used one age so clients have read the events that used its old symbol.
-func (e *Executor) bindSpare(ctx context.Context, x *xconn, sym Keysym) (xproto.Keycode, error) {
-	if code, ok := x.km.bound[sym]; ok && x.km.at(code, 0) == sym {
-		x.km.touch(code)
-		return code, nil
-	}
-	for _, code := range x.km.spares {
-		if e.codeHeld(code) {
+// bindSpares binds each of syms to a spare keycode (those already bound stay
+// where they are). Two delays keep clients reading the right symbols:
+//
+//   - a keycode is only rebound once SpareReuseAge has passed since it was
+//     last pressed, since Xlib clients (xterm) fetch the new mapping when they
+//     read the MappingNotify and apply it to key events still queued before it;
+//   - after rebinding, it waits BindSettle before any key is pressed, since
+//     Chromium updates its keymap asynchronously and resolves key events that
+//     follow a MappingNotify too closely with the old one.
+//
+// Binding a whole batch first pays each delay once per batch, not per key.
+func (e *Executor) bindSpares(ctx context.Context, x *xconn, syms []Keysym) error {
+	keep := map[Keysym]bool{}
+	var todo []Keysym
+	for _, s := range syms {
+		if keep[s] {
 			continue
 		}
-		if used, ok := e.spareUsed[code]; ok {
-			if wait := spareReuseAge - time.Since(used); wait > 0 {
-				if _, _, err := e.sync(ctx, x); err != nil {
-					return 0, err
-				}
-				if err := sleepCtx(ctx, wait); err != nil {
-					return 0, err
-				}
-			}
+		keep[s] = true
+		if code, ok := x.km.boundCode(s); ok {
+			x.km.touch(code)
+			continue
 		}
-		break
+		todo = append(todo, s)
 	}
-	return x.km.bind(sym, e.codeHeld)
+	if len(todo) == 0 {
+		return nil
+	}
+	victims := x.km.victims(len(todo), e.codeHeld, keep)
+	if len(victims) < len(todo) {
+		if len(x.km.spares) == 0 {
+			return fmt.Errorf("keysym %s is not on the keyboard layout and the layout has no unused keycode to map it to", todo[0])
+		}
+		return fmt.Errorf("%d keysyms missing from the layout are needed at once but only %d of %d spare keycodes are free: %w",
+			len(todo), len(victims), len(x.km.spares), errNoSpare)
+	}
+	var wait time.Duration
+	for _, code := range victims {
+		if used, ok := e.spareUsed[code]; ok {
+			wait = max(wait, e.opt.SpareReuseAge-time.Since(used))
+		}
+	}
+	if wait > 0 {
+		if _, _, err := e.sync(ctx, x); err != nil {
+			return err
+		}
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+	}
+	rebound := false
+	for i, s := range todo {
+		if x.km.bindTo(s, victims[i]) {
+			rebound = true
+		}
+	}
+	if rebound {
+		if _, _, err := e.sync(ctx, x); err != nil {
+			return err
+		}
+		return sleepCtx(ctx, e.opt.BindSettle)
+	}
+	return nil
+}
+
+// bindSpare binds one keysym (see bindSpares) and returns its keycode.
+func (e *Executor) bindSpare(ctx context.Context, x *xconn, sym Keysym) (xproto.Keycode, error) {
+	if err := e.bindSpares(ctx, x, []Keysym{sym}); err != nil {
+		return 0, err
+	}
+	code, ok := x.km.boundCode(sym)
+	if !ok {
+		return 0, fmt.Errorf("binding keysym %s to a spare keycode did not take", sym)
+	}
+	return code, nil
+}
+
+// prepare binds, in one batch, the keysyms missing from the layout that
+// syms needs, as far into syms as the spare keycodes reach, and returns how
+// many leading keysyms are now ready to type.
+func (e *Executor) prepare(ctx context.Context, x *xconn, syms []Keysym) (int, error) {
+	free := len(x.km.victims(len(x.km.spares), e.codeHeld, nil))
+	seen := map[Keysym]bool{}
+	var need []Keysym
+	n := 0
+	for ; n < len(syms); n++ {
+		s := syms[n]
+		if seen[s] || x.km.onLayout(s) {
+			continue
+		}
+		if len(need) == free {
+			break
+		}
+		seen[s] = true
+		need = append(need, s)
+	}
+	if n == 0 && len(syms) > 0 {
+		_, err := e.bindSpare(ctx, x, syms[0]) // for its error message
+		return 0, err
+	}
+	return n, e.bindSpares(ctx, x, need)
 }
 
 // resolveTyped finds the keycode that types sym with no modifier held but

@@ -376,6 +376,22 @@ func TestTypeUnicode(t *testing.T) {
 	if n := v.e.KeymapChanges(); n < 60 {
 		t.Errorf("only %d keycode bindings for text needing well over 60", n)
 	}
+
+	// Text whose missing characters fit in the spare keycodes binds each once:
+	// typing it again changes no mapping.
+	few := "ÀÉÎ € ж 日本 😀 ½ ß"
+	for i := 0; i < 2; i++ {
+		before := v.e.KeymapChanges()
+		if _, err := v.e.Do(context.Background(), Action{Action: "type", Text: few}, SourceAgent); err != nil {
+			t.Fatal(err)
+		}
+		if got := pressedSyms(v.take(t)); !slices.Equal(got, wantSyms(few)) {
+			t.Errorf("typed %q: got %q", few, got)
+		}
+		if i == 1 && v.e.KeymapChanges() != before {
+			t.Errorf("typing %q again made %d more keycode bindings, want 0", few, v.e.KeymapChanges()-before)
+		}
+	}
 }
 
 // TestCursorPosition reports the pointer in model space, in the reference's

@@ -198,40 +198,67 @@ func (km *keymap) touch(code xproto.Keycode) {
 
 var errNoSpare = errors.New("no spare keycode is free")
 
-// bind maps sym onto the least recently used spare keycode that is not held
-// down, and returns it. Both shift levels carry sym, so it types the same
-// whatever modifiers a person is holding.
-func (km *keymap) bind(sym Keysym, held func(xproto.Keycode) bool) (xproto.Keycode, error) {
-	if code, ok := km.bound[sym]; ok && km.at(code, 0) == sym {
-		km.touch(code)
-		return code, nil
+// boundCode is the spare keycode sym is bound to, if it still is.
+func (km *keymap) boundCode(sym Keysym) (xproto.Keycode, bool) {
+	code, ok := km.bound[sym]
+	if ok && km.at(code, 0) == sym {
+		return code, true
 	}
+	return 0, false
+}
+
+// onLayout reports whether the layout itself (not one of our spare bindings)
+// has sym on level 0 or 1 of some key.
+func (km *keymap) onLayout(sym Keysym) bool {
+	code, _, ok := km.find(sym)
+	if !ok {
+		return false
+	}
+	if b, isBound := km.boundCode(sym); isBound && b == code {
+		return false
+	}
+	return true
+}
+
+// victims returns n spare keycodes to bind, least recently used first,
+// skipping held ones and those whose binding keep says to keep.
+func (km *keymap) victims(n int, held func(xproto.Keycode) bool, keep map[Keysym]bool) []xproto.Keycode {
+	var out []xproto.Keycode
 	for _, code := range km.spares {
-		if held(code) {
+		if len(out) == n {
+			break
+		}
+		if held(code) || keep[km.at(code, 0)] {
 			continue
 		}
-		old := km.at(code, 0)
-		if old != 0 {
-			delete(km.bound, old)
-		}
-		xproto.ChangeKeyboardMapping(km.conn, 1, code, 2, []xproto.Keysym{xproto.Keysym(sym), xproto.Keysym(sym)})
-		km.pending[code]++
-		row := km.syms[int(code)-int(km.min)]
-		for j := range row {
-			row[j] = 0
-		}
-		for j := 0; j < 2 && j < len(row); j++ {
-			row[j] = sym
-		}
-		km.bound[sym] = code
-		km.touch(code)
-		km.changes++
-		return code, nil
+		out = append(out, code)
 	}
-	if len(km.spares) == 0 {
-		return 0, fmt.Errorf("keysym %s is not on the keyboard layout and the layout has no unused keycode to map it to", sym)
+	return out
+}
+
+// bindTo maps sym onto spare keycode code and reports whether the code held
+// another symbol before (a rebinding, which clients must catch up with). Both
+// shift levels carry sym, so it types the same whatever modifiers a person is
+// holding (and XKB keeps [É, É] as is, where a lone É would get a lower-case
+// first level).
+func (km *keymap) bindTo(sym Keysym, code xproto.Keycode) (rebound bool) {
+	old := km.at(code, 0)
+	if old != 0 {
+		delete(km.bound, old)
 	}
-	return 0, fmt.Errorf("keysym %s is not on the keyboard layout and every spare keycode is held down: %w", sym, errNoSpare)
+	xproto.ChangeKeyboardMapping(km.conn, 1, code, 2, []xproto.Keysym{xproto.Keysym(sym), xproto.Keysym(sym)})
+	km.pending[code]++
+	row := km.syms[int(code)-int(km.min)]
+	for j := range row {
+		row[j] = 0
+	}
+	for j := 0; j < 2 && j < len(row); j++ {
+		row[j] = sym
+	}
+	km.bound[sym] = code
+	km.touch(code)
+	km.changes++
+	return old != 0
 }
 
 // unbindAll clears the keycodes we bound, leaving the layout as we found it.
