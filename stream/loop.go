@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 )
@@ -13,6 +14,13 @@ import (
 // captures: drawing comes as a burst of requests, and capturing the burst
 // whole saves sending a half-drawn frame and then the rest.
 const damageGrace = 2 * time.Millisecond
+
+// An idle screen (no frame for idleAfter) is polled every idlePoll for a
+// pointer moved by a program that does not go through hci.
+const (
+	idleAfter = time.Second
+	idlePoll  = 200 * time.Millisecond
+)
 
 // retryWait is the pause before the loop tries again after the display or
 // the encoder failed.
@@ -70,10 +78,16 @@ func (p *pipeline) run(ctx context.Context) error {
 	var lastFrame time.Time
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	fast := true
+	// Input executed through hci (people's and the agent's) wakes the loop
+	// at once to show where the pointer went.
+	bus, unsub := p.s.exec.Bus().Subscribe(256)
+	defer unsub()
 	for {
 		// Damage wakes the loop at once, so a change is not held back until
-		// the next tick; ticks poll the pointer and serve keyframe
-		// requests. Either way frames stay at least about one interval apart.
+		// the next tick; ticks poll the pointer (moved by programs outside
+		// hci) and serve keyframe requests. Frames stay at least about one
+		// interval apart.
 		select {
 		case <-ctx.Done():
 			return nil
@@ -84,6 +98,32 @@ func (p *pipeline) run(ctx context.Context) error {
 		case <-p.s.xw.wake:
 			if err := sleepCtx(ctx, max(damageGrace, interval-time.Since(lastFrame))); err != nil {
 				return nil
+			}
+		case <-p.kick:
+			if err := sleepCtx(ctx, interval-time.Since(lastFrame)); err != nil {
+				return nil
+			}
+		case ev, ok := <-bus:
+			if !ok {
+				bus = nil // the executor closed
+				continue
+			}
+			if !movesPointer(ev) {
+				continue
+			}
+			if err := sleepCtx(ctx, interval-time.Since(lastFrame)); err != nil {
+				return nil
+			}
+		}
+		// An idle screen is polled a few times a second instead of at the
+		// frame rate: anything but a pointer moved outside hci wakes the
+		// loop by itself.
+		if idle := time.Since(lastFrame) > idleAfter && !p.keyReq.Load(); idle == fast {
+			fast = !idle
+			if idle {
+				tick.Reset(idlePoll)
+			} else {
+				tick.Reset(interval)
 			}
 		}
 		now := time.Now()
@@ -188,4 +228,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// movesPointer tells whether an hci event may have moved the pointer.
+func movesPointer(ev hci.Event) bool {
+	if ev.Input != nil {
+		return ev.Input.Type == hci.InputMotion
+	}
+	return ev.Action != nil
 }

@@ -56,7 +56,8 @@ type pipeline struct {
 	s        *Server
 	counters counters
 	geom     atomic.Pointer[geometry]
-	keyReq   atomic.Bool // a keyframe was asked for since the last one
+	keyReq   atomic.Bool   // a keyframe was asked for since the last one
+	kick     chan struct{} // wakes the loop for a keyframe request
 
 	mu      sync.Mutex
 	subs    map[*subscriber]struct{}
@@ -67,7 +68,7 @@ type pipeline struct {
 }
 
 func newPipeline(s *Server) *pipeline {
-	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}}
+	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, kick: make(chan struct{}, 1)}
 	p.refreshGeometry()
 	return p
 }
@@ -162,6 +163,10 @@ func (p *pipeline) requestKeyframe(_ *subscriber, why string) {
 	p.counters.keyRequests.Add(1)
 	if !p.keyReq.Swap(true) {
 		p.s.log.Debug("keyframe requested", "why", why)
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -194,6 +194,30 @@ func TestVideo(t *testing.T) {
 		}
 	})
 
+	t.Run("pointer moved outside hci", func(t *testing.T) {
+		if _, err := exec.LookPath("xdotool"); err != nil {
+			t.Skip("xdotool is not installed")
+		}
+		a.collect(1500 * time.Millisecond) // idle: the loop polls slowly now
+		cmd := exec.Command("xdotool", "mousemove", "100", "400")
+		cmd.Env = e.d.Env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("xdotool: %v: %s", err, out)
+		}
+		f := a.waitFrame(5 * time.Second)
+		fs := append(all, f)
+		fs = append(fs, a.collect(300*time.Millisecond)...)
+		all = fs
+		var stream []byte
+		for _, f := range all {
+			stream = append(stream, f.annexB()...)
+		}
+		pic := decodeLast(t, stream, w, h)
+		if c := rgbAt(pic, w, 100, 400); near(c, bg, 40) {
+			t.Errorf("no pointer drawn at (100,400) after xdotool moved it there: %v", c)
+		}
+	})
+
 	t.Run("PLI gets a keyframe", func(t *testing.T) {
 		a.collect(600 * time.Millisecond) // past the keyframe interval
 		ssrc := uint32(a.pc.GetReceivers()[0].Track().SSRC())
