@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb/xproto"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/task"
@@ -235,83 +236,127 @@ func TestEpisodeLifecycle(t *testing.T) {
 	}
 }
 
-// TestTasksScored solves every example task with a scripted agent replaying
-// the task's solution through the OpenEnv step endpoint (list_tools, then
-// call_tool of the computer tool), which must score 1; the same task left
-// undone must score 0 with reasons.
+// TestTasksScored solves every example task with a scripted agent that
+// replays the task's solution over MCP (a real client to the real MCP server):
+// it must score 1, and the same task left undone must score 0 with reasons.
 func TestTasksScored(t *testing.T) {
 	needTools(t, "mousepad", "chromium")
 	ts := loadExampleTasks(t)
 	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts, tools: true})
+	agent := mcpClient(t, r.mcp)
 	ctx := context.Background()
-	step := func(t *testing.T, action any) map[string]any {
-		t.Helper()
-		var out map[string]any
-		status := postJSON(t, r.srv.URL+"/step", "", map[string]any{"action": action}, &out)
-		if status != 200 {
-			t.Fatalf("step %v: status %d: %v", action, status, out)
-		}
-		return out
-	}
 	for _, tk := range ts {
 		t.Run(tk.ID, func(t *testing.T) {
 			if len(tk.Solution) == 0 {
 				t.Fatalf("task %s has no solution to replay", tk.ID)
 			}
-			var reset map[string]any
-			if st := postJSON(t, r.srv.URL+"/reset", "", map[string]any{"task_id": tk.ID, "seed": 3}, &reset); st != 200 {
-				t.Fatalf("reset into %s: status %d: %v", tk.ID, st, reset)
+			seed := int64(3)
+			ep, err := r.c.Reset(ctx, ResetRequest{TaskID: tk.ID, Seed: &seed})
+			if err != nil {
+				t.Fatal(err)
 			}
-			obs := reset["observation"].(map[string]any)
-			if obs["instruction"] != tk.Instruction || obs["task_id"] != tk.ID {
-				t.Fatalf("reset observation %v lacks the task's instruction", obs)
-			}
-			id := obs["episode_id"].(string)
-			tools := step(t, map[string]any{"type": "list_tools"})["observation"].(map[string]any)["tools"].([]any)
-			if len(tools) != 1 || tools[0].(map[string]any)["name"] != "computer" {
-				t.Fatalf("list_tools: %v", tools)
+			if ep.Instruction != tk.Instruction || ep.Observation == nil {
+				t.Fatalf("reset into %s: %+v", tk.ID, ep)
 			}
 			for _, raw := range tk.Solution {
 				var args map[string]any
 				json.Unmarshal(raw, &args)
-				o := step(t, map[string]any{"type": "call_tool", "tool_name": "computer", "arguments": args})["observation"].(map[string]any)
-				if o["error"] != nil {
-					t.Fatalf("solution step %s failed: %v", raw, o["error"])
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "computer"
+				req.Params.Arguments = args
+				res, err := agent.CallTool(ctx, req)
+				if err != nil || res.IsError {
+					t.Fatalf("solution step %s: %v %+v", raw, err, res)
 				}
 			}
-			ep, err := r.c.End(ctx, id)
+			end, err := r.c.End(ctx, ep.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ep.Reward == nil || *ep.Reward != 1 || !*ep.Success {
-				t.Fatalf("solved %s scored %v (success %v): %+v", tk.ID, ptrString(ep.Reward), ptrString(ep.Success), ep.Reasons)
+			if end.Reward == nil || *end.Reward != 1 || !*end.Success {
+				t.Fatalf("solved %s scored %v (success %v): %+v", tk.ID, ptrString(end.Reward), ptrString(end.Success), end.Reasons)
 			}
-			if ep.AgentSteps != len(tk.Solution) {
-				t.Errorf("the episode counted %d agent steps, the solution has %d", ep.AgentSteps, len(tk.Solution))
+			if end.AgentSteps != len(tk.Solution) {
+				t.Errorf("the episode counted %d agent steps, the solution has %d", end.AgentSteps, len(tk.Solution))
 			}
 
 			undone, err := r.c.Reset(ctx, ResetRequest{TaskID: tk.ID})
 			if err != nil {
 				t.Fatal(err)
 			}
-			ep, err = r.c.End(ctx, undone.ID)
+			end, err = r.c.End(ctx, undone.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ep.Reward == nil || *ep.Reward != 0 || *ep.Success || len(ep.Reasons) == 0 {
-				t.Fatalf("undone %s scored %v: %+v", tk.ID, ptrString(ep.Reward), ep.Reasons)
+			if end.Reward == nil || *end.Reward != 0 || *end.Success || len(end.Reasons) == 0 {
+				t.Fatalf("undone %s scored %v: %+v", tk.ID, ptrString(end.Reward), end.Reasons)
 			}
 			var failed []task.Reason
-			for _, rs := range ep.Reasons {
+			for _, rs := range end.Reasons {
 				if !rs.Passed {
 					failed = append(failed, rs)
 				}
 			}
 			if len(failed) == 0 || failed[0].Detail == "" {
-				t.Errorf("undone %s: no failing reason with a detail: %+v", tk.ID, ep.Reasons)
+				t.Fatalf("undone %s: no failing reason with a detail: %+v", tk.ID, end.Reasons)
 			}
 			t.Logf("%s: undone because %s: %s", tk.ID, failed[0].Check, failed[0].Detail)
 		})
+	}
+}
+
+// TestStepSolvesTask solves a task through OpenEnv's HTTP face: reset with
+// task_id, list_tools, then call_tool steps.
+func TestStepSolvesTask(t *testing.T) {
+	ts := loadExampleTasks(t)
+	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts, tools: true})
+	var tk *task.Task
+	for _, x := range ts {
+		if x.ID == "hello-file" {
+			tk = x
+		}
+	}
+	if tk == nil {
+		t.Fatal("the example set has no hello-file task")
+	}
+	step := func(action any) map[string]any {
+		t.Helper()
+		var out map[string]any
+		if st := postJSON(t, r.srv.URL+"/step", "", map[string]any{"action": action}, &out); st != 200 {
+			t.Fatalf("step %v: status %d: %v", action, st, out)
+		}
+		return out["observation"].(map[string]any)
+	}
+	var reset map[string]any
+	if st := postJSON(t, r.srv.URL+"/reset", "", map[string]any{"task_id": tk.ID}, &reset); st != 200 {
+		t.Fatalf("reset: %d %v", st, reset)
+	}
+	obs := reset["observation"].(map[string]any)
+	if obs["instruction"] != tk.Instruction {
+		t.Fatalf("reset observation %v lacks the instruction", obs)
+	}
+	found := false
+	for _, tl := range step(map[string]any{"type": "list_tools"})["tools"].([]any) {
+		found = found || tl.(map[string]any)["name"] == "computer"
+	}
+	if !found {
+		t.Fatal("list_tools has no computer tool")
+	}
+	for _, raw := range tk.Solution {
+		var args map[string]any
+		json.Unmarshal(raw, &args)
+		if o := step(map[string]any{"type": "call_tool", "tool_name": "computer", "arguments": args}); o["error"] != nil {
+			t.Fatalf("step %s: %v", raw, o["error"])
+		}
+	}
+	var end Episode
+	if st := postJSON(t, r.srv.URL+"/api/episodes/"+obs["episode_id"].(string)+"/end", "", nil, &end); st != 200 || end.Reward == nil || *end.Reward != 1 {
+		t.Fatalf("end: %d %+v", st, end)
+	}
+	var state map[string]any
+	getJSON(t, r.srv.URL+"/state", "", &state)
+	if state["episode_id"] != nil {
+		t.Errorf("state after the end still names an episode: %v", state)
 	}
 }
 

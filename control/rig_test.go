@@ -2,9 +2,7 @@ package control
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -16,6 +14,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -30,13 +29,14 @@ type rig struct {
 	c     *Control
 	home  string
 	srv   *httptest.Server
+	mcp   *mcpserver.Server // with rigOptions.tools
 }
 
 type rigOptions struct {
 	mode  Mode
 	tasks []*task.Task
 	auth  *Auth
-	tools bool // wire the computer tool
+	tools bool // wire the MCP server's tools
 	apps  [][]string
 }
 
@@ -84,7 +84,11 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Version:     "test",
 	}
 	if o.tools {
-		cfg.Tools = &computerTools{exec: ex, shoot: shoot, capt: capt}
+		r.mcp, err = mcpserver.New(ex, shoot, capt, mcpserver.Config{Settle: cfg.Settle, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Tools = mcpTools{r.mcp}
 	}
 	r.c, err = New(cfg)
 	if err != nil {
@@ -94,54 +98,6 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r.srv = httptest.NewServer(r.c.Handler())
 	t.Cleanup(r.srv.Close)
 	return r
-}
-
-// computerTools offers Anthropic's computer tool over the executor, the way
-// the MCP server does, for the OpenEnv step tests: it runs the action as the
-// agent and returns the text and the screenshot.
-//
-// TODO(lead): replace with the mcpserver adapter once mcpserver builds here.
-type computerTools struct {
-	exec  *hci.Executor
-	shoot *deskimage.Shooter
-	capt  *deskimage.Capturer
-}
-
-func (ct *computerTools) ListTools(ctx context.Context) ([]ToolInfo, error) {
-	schema := `{"type":"object","properties":{"action":{"type":"string","enum":` + mustJSON(hci.Actions()) + `},"coordinate":{"type":"array","items":{"type":"integer"}},"text":{"type":"string"},"duration":{"type":"number"}},"required":["action"]}`
-	return []ToolInfo{{Name: "computer", Description: "Use the mouse and keyboard and take screenshots.", InputSchema: json.RawMessage(schema)}}, nil
-}
-
-func (ct *computerTools) CallTool(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	if name != "computer" {
-		return ToolResult{}, fmt.Errorf("%w %q: this server has computer", ErrUnknownTool, name)
-	}
-	text := func(s string) json.RawMessage {
-		return json.RawMessage(mustJSON(map[string]string{"type": "text", "text": s}))
-	}
-	a, err := hci.ParseAction(args)
-	if err != nil {
-		return ToolResult{Content: []json.RawMessage{text(err.Error())}, IsError: true}, nil
-	}
-	out, err := ct.exec.Do(ctx, a, hci.SourceAgent)
-	if err != nil {
-		return ToolResult{Content: []json.RawMessage{text(err.Error())}, IsError: true}, nil
-	}
-	var content []json.RawMessage
-	if out.Text != "" {
-		content = append(content, text(out.Text))
-	}
-	if out.Screenshot {
-		if out.Settle {
-			ct.capt.Settle(ctx, deskimage.SettleOptions{})
-		}
-		shot, err := ct.shoot.Shot(ctx)
-		if err != nil {
-			return ToolResult{}, err
-		}
-		content = append(content, json.RawMessage(mustJSON(map[string]string{"type": "image", "data": base64.StdEncoding.EncodeToString(shot.Data), "mimeType": shot.MIME})))
-	}
-	return ToolResult{Content: content}, nil
 }
 
 func mustJSON(v any) string {
