@@ -34,6 +34,7 @@ type env struct {
 
 type envOptions struct {
 	width, height int
+	restart       bool // restart Xvfb when it dies
 	cfg           Config
 	auth          func(r *http.Request) (string, bool, error)
 }
@@ -42,7 +43,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	d, err := display.Start(ctx, display.Config{Width: o.width, Height: o.height, WindowManager: []string{}, Apps: [][]string{}})
+	d, err := display.Start(ctx, display.Config{Width: o.width, Height: o.height, WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: o.restart})
 	if err != nil {
 		t.Fatalf("start display: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -280,5 +281,60 @@ func TestVideoScaled(t *testing.T) {
 		if c := rgbAt(pic, 640, pt.x, pt.y); !near(c, pt.rgb, 40) {
 			t.Errorf("video pixel (%d,%d) = %v, want %06x", pt.x, pt.y, c, pt.rgb)
 		}
+	}
+}
+
+// TestVideoAfterServerRestart kills Xvfb under a watching viewer: once the
+// display is back, changes on the new server reach the same viewer.
+func TestVideoAfterServerRestart(t *testing.T) {
+	const w, h = 640, 480
+	e := newEnv(t, envOptions{width: w, height: h, restart: true})
+	a := join(t, e, clientOptions{})
+	defer a.close()
+	a.waitFrame(10 * time.Second)
+	a.collect(300 * time.Millisecond)
+
+	gen := e.d.Generation()
+	if err := syscall.Kill(e.d.ServerPID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for e.d.Generation() == gen || e.d.Health(context.Background()) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the display did not come back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0x00ff00})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Frames from the new server: the last one decoded shows the probe.
+	var fs []frame
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		fs = append(fs, a.waitFrame(15*time.Second))
+		fs = append(fs, a.collect(300*time.Millisecond)...)
+		var stream []byte
+		start := 0
+		for i, f := range fs {
+			if f.has(5) {
+				start = i // decode from the latest IDR: the encoder was rebuilt
+			}
+		}
+		for _, f := range fs[start:] {
+			stream = append(stream, f.annexB()...)
+		}
+		if fs[start].has(5) {
+			pic := decodeLast(t, stream, w, h)
+			if near(rgbAt(pic, w, 10, 10), 0x00ff00, 40) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no frame shows the new server's probe window")
+		}
+		p.Fill(0, 0, 20, 20, 0x00ff00)
 	}
 }
