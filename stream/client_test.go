@@ -156,6 +156,7 @@ type client struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
+	cands    []string // the server's trickled candidates
 	remoteOK bool
 	pending  []webrtc.ICECandidateInit
 }
@@ -307,6 +308,9 @@ func (c *client) read() {
 				json.Unmarshal(b, &ci)
 			}
 			c.mu.Lock()
+			if ci.Candidate != "" {
+				c.cands = append(c.cands, ci.Candidate)
+			}
 			if !c.remoteOK {
 				c.pending = append(c.pending, ci)
 				c.mu.Unlock()
