@@ -1,6 +1,7 @@
 package hci
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -234,6 +235,25 @@ func TestKeysymString(t *testing.T) {
 	for _, tt := range tests {
 		if got := tt.k.String(); got != tt.want {
 			t.Errorf("Keysym(0x%x).String() = %q, want %q", uint32(tt.k), got, tt.want)
+		}
+	}
+}
+
+// TestAliasesDocumented keeps doc.go's alias list complete.
+func TestAliasesDocumented(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := map[string]bool{}
+	for _, w := range strings.FieldsFunc(string(src), func(r rune) bool {
+		return r == ' ' || r == '\t' || r == '\n' || r == ',' || r == '/' || r == '('
+	}) {
+		words[w] = true
+	}
+	for alias := range keyAliases {
+		if !words[alias] {
+			t.Errorf("alias %q is not listed in doc.go", alias)
 		}
 	}
 }
