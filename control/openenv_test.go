@@ -292,6 +292,10 @@ func wsRoundTrip(t testing.TB, conn *websocket.Conn, msg []byte) []byte {
 func TestWebSocketSessions(t *testing.T) {
 	r := newRig(t, rigOptions{mode: ModeSim, tools: true})
 	first := dialWS(t, r.srv.URL, nil)
+	// A round trip makes sure the first session holds the slot.
+	if got := wsRoundTrip(t, first, []byte(`{"type":"state"}`)); !strings.Contains(string(got), `"type":"state"`) {
+		t.Fatalf("first session: %s", got)
+	}
 	second := dialWS(t, r.srv.URL, nil)
 	second.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, b, err := second.ReadMessage()

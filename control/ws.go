@@ -25,14 +25,8 @@ func (c *Control) ws(w http.ResponseWriter, r *http.Request) {
 		ReadBufferSize:  64 << 10,
 		WriteBufferSize: 64 << 10,
 	}
-	conn, err := up.Upgrade(w, r, nil)
-	if err != nil {
-		return // Upgrade has answered
-	}
-	defer conn.Close()
-	conn.SetReadLimit(wsReadLimit)
-
-	s := &wsSession{c: c, conn: conn, id: newID()}
+	// The slot is taken before the upgrade, so sessions are admitted in the
+	// order their requests arrive.
 	c.mu.Lock()
 	full := c.sessions >= c.cfg.MaxSessions
 	active := c.sessions
@@ -40,6 +34,28 @@ func (c *Control) ws(w http.ResponseWriter, r *http.Request) {
 		c.sessions++
 	}
 	c.mu.Unlock()
+	release := func() {}
+	if !full {
+		release = func() {
+			c.mu.Lock()
+			c.sessions--
+			c.mu.Unlock()
+		}
+	}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		release()
+		return // Upgrade has answered
+	}
+	// The slot is free before the client sees the connection close, so a
+	// client that reconnects at once gets in.
+	defer func() {
+		release()
+		conn.Close()
+	}()
+	conn.SetReadLimit(wsReadLimit)
+
+	s := &wsSession{c: c, conn: conn, id: newID()}
 	if full {
 		s.send(wsMsg{Type: "error", Data: map[string]any{
 			"message":         fmt.Sprintf("Server at capacity: %d of %d sessions in use; deskenv serves one desktop, so close the other /ws session first", active, c.cfg.MaxSessions),
@@ -49,11 +65,6 @@ func (c *Control) ws(w http.ResponseWriter, r *http.Request) {
 		}})
 		return
 	}
-	defer func() {
-		c.mu.Lock()
-		c.sessions--
-		c.mu.Unlock()
-	}()
 	s.loop(r.Context())
 }
 
