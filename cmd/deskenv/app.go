@@ -8,10 +8,16 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/mcpserver"
+	"github.com/deskenv/deskenv/stream"
+	"github.com/deskenv/deskenv/task"
+	"github.com/deskenv/deskenv/web"
 )
 
 // app is one desktop and everything served from it. Pool mode will hold
@@ -24,6 +30,9 @@ type app struct {
 	capt    *deskimage.Capturer
 	shooter *deskimage.Shooter
 	mcp     *mcpserver.Server
+	stream  *stream.Server // nil with --no-stream
+	control *control.Control
+	auth    *control.Auth
 	closers []func() error
 	started time.Time
 }
@@ -35,10 +44,29 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 			a.Close()
 		}
 	}()
+	// Tokens and tasks are checked before anything starts, so a typo costs
+	// a second, not a desktop start-up.
+	a.auth, err = control.NewAuth(control.AuthConfig{
+		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var tasks []*task.Task
+	if cfg.Tasks != "" {
+		if tasks, err = task.Load(cfg.Tasks); err != nil {
+			return nil, fmt.Errorf("--tasks: %w", err)
+		}
+		log.Info("tasks loaded", "dir", cfg.Tasks, "count", len(tasks))
+	}
+	home, err := cfg.desktopHome()
+	if err != nil {
+		return nil, err
+	}
 	w, h, depth, _ := cfg.screenSize()
 	a.display, err = display.Start(ctx, display.Config{
 		Attach: cfg.Display, Width: w, Height: h, Depth: depth,
-		WindowManager: cfg.wm(), Apps: cfg.apps(), Home: cfg.Home,
+		WindowManager: cfg.wm(), Apps: cfg.apps(), Home: home,
 		Logger: log, RestartOnCrash: true,
 	})
 	if err != nil {
@@ -81,33 +109,75 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if err != nil {
 		return nil, err
 	}
+	if !cfg.NoStream {
+		a.stream, err = stream.New(a.display, a.exec, stream.Config{
+			FPS: cfg.FPS, BitrateKbps: cfg.BitrateKbps, Preset: cfg.Preset,
+			ICEServers: splitList(cfg.ICEServers, ","), NAT1To1IPs: splitList(cfg.NAT1To1, ","),
+			UDPPort: cfg.UDPPort, Policy: stream.Policy(cfg.Policy), Logger: log, Capturer: a.capt,
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, a.stream.Close)
+	}
+
+	ccfg := control.Config{
+		Mode: control.Mode(cfg.Mode), Display: a.display, Exec: a.exec, Capturer: a.capt, Shooter: a.shooter,
+		Tasks: tasks, Tools: mcpTools{a.mcp}, Auth: a.auth,
+		Settle: deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Logger: log, Home: home, Name: "deskenv", Version: version,
+		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
+	}
+	if a.stream != nil {
+		ccfg.Viewers = func() int { return a.stream.Stats().Viewers }
+	}
+	a.control, err = control.New(ccfg)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.control.Close)
+
 	log.Info("desktop ready", "display", a.display.Name(), "screen", fmt.Sprintf("%dx%d", sw, sh),
 		"model", fmt.Sprintf("%dx%d", space.ModelW, space.ModelH), "mcp_tools", cfg.MCPTools)
 	return a, nil
 }
 
-func (a *app) hasTokens() bool {
-	return a.cfg.AgentToken != "" || a.cfg.OperatorToken != "" || a.cfg.ViewerToken != "" || a.cfg.TokensFile != ""
-}
+func (a *app) hasTokens() bool { return !a.auth.Local() }
 
-// Handler is the one HTTP surface of the appliance.
+// Handler is the one HTTP surface of the appliance (DESIGN.md, "One HTTP
+// server"): the page for viewers, MCP for agents, the stream's signalling, and
+// the control plane for operators.
 func (a *app) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", a.mcp.Handler())
-	mux.HandleFunc("GET /health", a.health)
+	// The page itself is public code; what it connects to is not.
+	mux.Handle("/", web.Handler())
+	mux.Handle("/mcp", a.auth.Require(control.RoleAgent)(a.mcp.Handler()))
+	if a.stream != nil {
+		mux.Handle("/stream/signal", a.stream.SignalHandler(a.viewerRole))
+	}
+	ctl := a.control.Handler()
+	for _, p := range a.control.Patterns() {
+		mux.Handle(p, ctl)
+	}
 	return mux
 }
 
-func (a *app) health(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "application/json")
-	if err := a.display.Health(ctx); err != nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		json.NewEncoder(w).Encode(map[string]string{"status": "unhealthy", "error": err.Error()})
-		return
+// viewerRole tells the stream who is connecting: operators (and everyone in
+// local mode) may take control; viewer tokens watch only; agents' tokens are
+// for MCP alone.
+func (a *app) viewerRole(r *http.Request) (role string, viewOnly bool, err error) {
+	role0, err := a.auth.RoleOf(r)
+	if err != nil {
+		return "", false, err
 	}
-	json.NewEncoder(w).Encode(map[string]string{"status": "healthy"})
+	switch role0 {
+	case control.RoleOperator, control.RoleLocal:
+		return "operator", false, nil
+	case control.RoleViewer:
+		return "viewer", true, nil
+	default:
+		return "", false, fmt.Errorf("a %s token cannot watch the desktop: use a viewer or operator token", role0)
+	}
 }
 
 // Close stops everything in the reverse order it was started.
@@ -119,4 +189,53 @@ func (a *app) Close() error {
 	}
 	a.closers = nil
 	return nil
+}
+
+// mcpTools offers the MCP server's tools to the control plane's OpenEnv face
+// (/step, /ws "mcp" messages): the very tools agents get at /mcp.
+type mcpTools struct{ s *mcpserver.Server }
+
+func (m mcpTools) ListTools(ctx context.Context) ([]control.ToolInfo, error) {
+	var out []control.ToolInfo
+	for _, t := range m.s.Tools() {
+		schema, err := json.Marshal(t.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("schema of tool %s: %w", t.Name, err)
+		}
+		out = append(out, control.ToolInfo{Name: t.Name, Description: t.Description, InputSchema: schema})
+	}
+	return out, nil
+}
+
+func (m mcpTools) CallTool(ctx context.Context, name string, args json.RawMessage) (control.ToolResult, error) {
+	var names []string
+	for _, t := range m.s.Tools() {
+		if t.Name != name {
+			names = append(names, t.Name)
+			continue
+		}
+		var argMap map[string]any
+		if len(args) > 0 {
+			if err := json.Unmarshal(args, &argMap); err != nil {
+				return control.ToolResult{}, fmt.Errorf("arguments of %s must be a JSON object: %w", name, err)
+			}
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		req.Params.Arguments = argMap
+		res, err := t.Handler(ctx, req)
+		if err != nil {
+			return control.ToolResult{}, err
+		}
+		out := control.ToolResult{Structured: res.StructuredContent, IsError: res.IsError}
+		for _, c := range res.Content {
+			b, err := json.Marshal(c)
+			if err != nil {
+				return control.ToolResult{}, err
+			}
+			out.Content = append(out.Content, b)
+		}
+		return out, nil
+	}
+	return control.ToolResult{}, fmt.Errorf("%w %q: the tools are %v", control.ErrUnknownTool, name, names)
 }

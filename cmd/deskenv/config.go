@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.ModelSize, "model-size", "model space for coordinates and screenshots: auto (1024x768, 1280x800 or 1366x768 matching the screen's aspect), off (screen size), or WxH")
 	str(&c.WM, "wm", "window manager command line; empty for none")
 	str(&c.Apps, "apps", "session apps started on the desktop, separated by ';' (e.g. \"xterm;mousepad\"); empty for none")
-	str(&c.Home, "home", "the desktop user's home directory (default: $HOME)")
+	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: $XDG_DATA_HOME/deskenv/home, never your own home)")
 
 	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action)")
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
@@ -225,6 +226,28 @@ func (c *config) screenSize() (w, h, depth int, err error) {
 		v[i] = n
 	}
 	return v[0], v[1], v[2], nil
+}
+
+// desktopHome is the desktop user's home: --home, or a directory of its own.
+// Never the home of whoever runs deskenv: reset restores the desktop's home to
+// its baseline, deleting whatever the agent (or anyone) added there.
+func (c *config) desktopHome() (string, error) {
+	home := c.Home
+	if home == "" {
+		base := os.Getenv("XDG_DATA_HOME")
+		if base == "" {
+			h, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("no --home given and no home directory to put one in: %w", err)
+			}
+			base = filepath.Join(h, ".local", "share")
+		}
+		home = filepath.Join(base, "deskenv", "home")
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return "", fmt.Errorf("--home %s: %w", home, err)
+	}
+	return home, nil
 }
 
 func (c *config) apps() [][]string {
