@@ -48,6 +48,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	// a second, not a desktop start-up.
 	a.auth, err = control.NewAuth(control.AuthConfig{
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
+		Tokens: cfg.extraTokens,
 	})
 	if err != nil {
 		return nil, err

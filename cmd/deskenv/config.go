@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/deskenv/deskenv/control"
 )
 
 // config is everything the appliance can be told, from flags or DESKENV_*
@@ -51,8 +53,14 @@ type config struct {
 	TokensFile    string
 	Episodes      string
 
+	// Desktops > 1 is pool mode: that many independent desktops under /d/{i}/.
+	Desktops int
+
 	LogLevel  string
 	LogFormat string
+
+	// extraTokens are added by pool mode: each desktop's own agent token.
+	extraTokens []control.Token
 }
 
 func defaultConfig() config {
@@ -72,6 +80,7 @@ func defaultConfig() config {
 		Policy:      "shared",
 		Mode:        "sim",
 		Episodes:    "episodes",
+		Desktops:    1,
 		LogLevel:    "info",
 		LogFormat:   "text",
 	}
@@ -115,6 +124,8 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.ViewerToken, "viewer-token", "bearer token for viewers (watch only)")
 	str(&c.TokensFile, "tokens-file", "file with lines ROLE=TOKEN (agent, operator, viewer)")
 	str(&c.Episodes, "episodes", "directory where episodes are recorded")
+
+	num(&c.Desktops, "desktops", "pool mode: run this many independent desktops, each under /d/{i}/, handed out by POST /leases")
 
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
@@ -199,6 +210,12 @@ func (c *config) validate() error {
 	}
 	if c.UDPPort < 0 || c.UDPPort > 65535 {
 		return fmt.Errorf("--udp-port %d: must be a port number", c.UDPPort)
+	}
+	if c.Desktops < 1 || c.Desktops > 256 {
+		return fmt.Errorf("--desktops %d: must be between 1 and 256", c.Desktops)
+	}
+	if c.Desktops > 1 && c.Display != "" {
+		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err

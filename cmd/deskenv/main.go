@@ -70,28 +70,52 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := cfg.logger(stderr)
 	quietXGB(log)
-	app, err := newApp(ctx, cfg, log)
-	if err != nil {
-		return err
+	var srvApp interface {
+		Handler() http.Handler
+		Close() error
 	}
-	defer app.Close()
+	local := false
+	display := ""
+	if cfg.Desktops > 1 {
+		p, err := newPool(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		srvApp, local, display = p, p.local, fmt.Sprintf("%d desktops", len(p.apps))
+	} else {
+		a, err := newApp(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		srvApp, local, display = a, !a.hasTokens(), a.display.Name()
+	}
+	defer srvApp.Close()
 
 	addr := cfg.Addr
 	if addr == "" {
+		// Without tokens anyone who reaches the port may drive the desktop:
+		// only this machine may, unless the operator says otherwise.
 		addr = "127.0.0.1:8080"
-		if app.hasTokens() {
+		if !local {
 			addr = ":8080"
 		}
+	}
+	if local && !isLoopback(addr) {
+		log.Warn("no tokens configured and listening beyond this machine: anyone who reaches the port can drive the desktop", "addr", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set another with --addr): %w", addr, err)
 	}
-	srv := &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: srvApp.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	where := displayAddr(ln.Addr().String())
-	log.Info("deskenv is ready", "url", "http://"+where+"/", "mcp", "http://"+where+"/mcp", "display", app.display.Name())
+	if cfg.Desktops > 1 {
+		log.Info("deskenv is ready", "url", "http://"+where+"/", "leases", "http://"+where+"/leases", "mcp", "http://"+where+"/d/{i}/mcp", "display", display)
+	} else {
+		log.Info("deskenv is ready", "url", "http://"+where+"/", "mcp", "http://"+where+"/mcp", "display", display)
+	}
 
 	select {
 	case err := <-errc:
@@ -180,6 +204,19 @@ type slogWriter struct{ log *slog.Logger }
 func (w slogWriter) Write(p []byte) (int, error) {
 	w.log.Debug(strings.TrimSpace(string(p)), "from", "xgb")
 	return len(p), nil
+}
+
+// isLoopback reports whether a listen address only accepts this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // displayAddr turns a listen address into one a person can paste.
