@@ -743,6 +743,13 @@ func (c *Control) Close() error {
 		}
 		c.busCancel()
 		<-c.busDone
+		c.mu.Lock()
+		env := c.lastEnv
+		c.lastEnv = nil
+		c.mu.Unlock()
+		if env != nil {
+			env.Close()
+		}
 		if c.tmpBase != "" {
 			os.RemoveAll(c.tmpBase)
 		}

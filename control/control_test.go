@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func (r *rig) inputDown(t testing.TB) (keys []int, buttons uint16) {
 }
 
 func TestResetRestoresBaseline(t *testing.T) {
-	needTools(t, "xclip")
+	needTools(t, "xclip", "xprop", "xrdb", "xdotool")
 	r := newRig(t, rigOptions{mode: ModeSim})
 	ctx := context.Background()
 	want := treeOf(t, r.c.Baseline().Dir())
@@ -72,16 +73,42 @@ func TestResetRestoresBaseline(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close()
+	baseProps, err := x.rootProps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	basePX, basePY, _ := x.pointer()
 
 	for round := 1; round <= 3; round++ {
-		// The agent messes the desktop up through its own terminal.
-		r.typeLine(t, "xterm -class Mess1 -e sleep 300 & setsid xterm -class Mess2 -e sleep 300 &")
+		// The agent messes the desktop up through its own terminal: files,
+		// the clipboard, a background process, X server state (a root
+		// property, X resources, the current desktop) and, last since new
+		// windows take the focus, two windows.
 		r.typeLine(t, "echo junk > ~/junk.txt; rm ~/notes.txt; mkdir -p ~/deep/er && echo x > ~/deep/er/f; chmod 700 ~/Documents; echo more >> ~/.bashrc")
 		r.typeLine(t, "printf secret | xclip -selection clipboard; (sleep 600 &)")
-		waitFor(t, "the agent's windows and files", func() bool {
-			_, err := os.Stat(filepath.Join(r.home, "deep", "er", "f"))
+		r.typeLine(t, "xprop -root -f AGENT_MARK 8s -set AGENT_MARK here; echo 'XTerm*background: red' | xrdb -merge; touch ~/x-done")
+		waitFor(t, "the agent's files and X changes", func() bool {
+			_, err := os.Stat(filepath.Join(r.home, "x-done"))
+			return err == nil
+		})
+		r.typeLine(t, "xterm -class Mess1 -e sleep 300 & setsid xterm -class Mess2 -e sleep 300 &")
+		if _, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{700, 500}}, hci.SourceAgent); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the agent's windows", func() bool {
 			k := r.windowClasses(t)
-			return err == nil && strings.Contains(k, "Mess1") && strings.Contains(k, "Mess2") && x.selectionOwner("CLIPBOARD") != 0
+			return strings.Contains(k, "Mess1") && strings.Contains(k, "Mess2") && x.selectionOwner("CLIPBOARD") != 0
+		})
+		// Switching desktops hides the terminal, so a process of the
+		// desktop does it rather than a typed command.
+		setDesktop := exec.Command("xdotool", "set_desktop", "1")
+		setDesktop.Env = r.d.Env()
+		if out, err := setDesktop.CombinedOutput(); err != nil {
+			t.Fatalf("xdotool set_desktop: %v %s", err, out)
+		}
+		waitFor(t, "the agent's X changes", func() bool {
+			props, _ := x.rootProps()
+			return props[x.atom("AGENT_MARK")].data != nil && string(props[x.atom("_NET_CURRENT_DESKTOP")].data) != string(baseProps[x.atom("_NET_CURRENT_DESKTOP")].data)
 		})
 		// ... and holds a key and a button down.
 		if err := r.exec.KeyDown(ctx, hci.Keysym(0xffe1), hci.SourceAgent); err != nil { // Shift_L
@@ -112,6 +139,19 @@ func TestResetRestoresBaseline(t *testing.T) {
 		}
 		if o := x.selectionOwner("CLIPBOARD"); o != 0 {
 			t.Errorf("round %d: CLIPBOARD is still owned (by 0x%x)", round, o)
+		}
+		props, err := x.rootProps()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"AGENT_MARK", "RESOURCE_MANAGER", "_NET_CURRENT_DESKTOP", "_NET_NUMBER_OF_DESKTOPS"} {
+			a := x.atom(name)
+			if got, want := props[a], baseProps[a]; string(got.data) != string(want.data) || got.typ != want.typ {
+				t.Errorf("round %d: root property %s is %q after the reset, want the baseline's %q", round, name, got.data, want.data)
+			}
+		}
+		if px, py, _ := x.pointer(); px != basePX || py != basePY {
+			t.Errorf("round %d: pointer at %d,%d after the reset, want the baseline's %d,%d", round, px, py, basePX, basePY)
 		}
 		session := map[int]bool{}
 		for _, p := range r.d.SessionPIDs() {

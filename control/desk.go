@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/jezek/xgb/xproto"
 )
 
 // desk puts one display back into its baseline state: no process of the
@@ -20,6 +21,10 @@ type desk struct {
 	home    *Baseline // nil: home is not restored
 	log     *slog.Logger
 	windows []Window // the session's windows right after start
+	// rootProps and pointer are the root window's properties and the
+	// pointer position at the baseline.
+	rootProps          map[xproto.Atom]rootProp
+	pointerX, pointerY int16
 	// windowWait bounds the wait for the session's windows to come back.
 	windowWait time.Duration
 }
@@ -34,6 +39,7 @@ type CleanStats struct {
 	Touchup          time.Duration `json:"touchup_ns"`
 	KilledProcesses  int           `json:"killed_processes"`
 	KilledClients    int           `json:"killed_clients"`
+	RootProps        int           `json:"root_props_restored"`
 	HomeRestore      RestoreStats  `json:"home_restore"`
 	TouchedUp        int           `json:"touched_up"`              // files the session rewrote unchanged at start, times put back
 	SessionWrote     []string      `json:"session_wrote,omitempty"` // home entries the starting session changed or created
@@ -74,14 +80,18 @@ func (k *desk) recordBaselineWindows(ctx context.Context) error {
 		if key != last {
 			last, lastChange = key, time.Now()
 		}
-		if len(ws) >= apps && time.Since(lastChange) >= quiet {
-			k.windows = ws
-			return nil
-		}
-		if time.Now().After(deadline) {
-			k.windows = ws
+		done := len(ws) >= apps && time.Since(lastChange) >= quiet
+		if !done && time.Now().After(deadline) {
 			k.log.Warn("the session's windows did not settle; keeping what is there as the baseline", "windows", key, "apps", apps)
-			return nil
+			done = true
+		}
+		if done {
+			k.windows = ws
+			if k.rootProps, err = x.rootProps(); err != nil {
+				return err
+			}
+			k.pointerX, k.pointerY, err = x.pointer()
+			return err
 		}
 		select {
 		case <-ctx.Done():
@@ -120,6 +130,17 @@ func (k *desk) clean(ctx context.Context) (CleanStats, error) {
 	if err := x.clearSelections(); err != nil {
 		return st, err
 	}
+	// Before the session starts again, so the window manager finds its
+	// baseline state (current desktop and so on) and apps the baseline X
+	// resources.
+	if k.rootProps != nil {
+		n, err := x.restoreRootProps(k.rootProps)
+		if err != nil {
+			return st, fmt.Errorf("restore the root window's properties: %w", err)
+		}
+		st.RootProps = n
+	}
+	x.warp(k.pointerX, k.pointerY)
 	st.Clipboard = time.Since(t)
 
 	if k.d.Owned() {

@@ -154,6 +154,76 @@ func (s *xsession) clearSelections() error {
 	return err
 }
 
+// rootProp is one property of the root window.
+type rootProp struct {
+	typ    xproto.Atom
+	format byte
+	data   []byte
+}
+
+// rootProps reads every property of the root window: X resources (xrdb),
+// the window manager's _NET_* state, cut buffers, anything a program set.
+func (s *xsession) rootProps() (map[xproto.Atom]rootProp, error) {
+	l, err := xproto.ListProperties(s.conn, s.root).Reply()
+	if err != nil {
+		return nil, fmt.Errorf("list root window properties: %w", err)
+	}
+	out := make(map[xproto.Atom]rootProp, len(l.Atoms))
+	for _, a := range l.Atoms {
+		r, err := xproto.GetProperty(s.conn, false, s.root, a, xproto.GetPropertyTypeAny, 0, 1<<22).Reply()
+		if err != nil || r.Type == xproto.AtomNone {
+			continue // deleted meanwhile
+		}
+		out[a] = rootProp{typ: r.Type, format: r.Format, data: r.Value}
+	}
+	return out, nil
+}
+
+// restoreRootProps makes the root window's properties those of want:
+// properties want lacks are deleted, changed ones written back.
+func (s *xsession) restoreRootProps(want map[xproto.Atom]rootProp) (int, error) {
+	have, err := s.rootProps()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for a := range have {
+		if _, ok := want[a]; !ok {
+			xproto.DeleteProperty(s.conn, s.root, a)
+			n++
+		}
+	}
+	for a, w := range want {
+		h, ok := have[a]
+		if ok && h.typ == w.typ && h.format == w.format && bytes.Equal(h.data, w.data) {
+			continue
+		}
+		unit := uint32(w.format / 8)
+		if unit == 0 {
+			continue
+		}
+		xproto.ChangeProperty(s.conn, xproto.PropModeReplace, s.root, a, w.typ, w.format, uint32(len(w.data))/unit, w.data)
+		n++
+	}
+	_, err = xproto.GetInputFocus(s.conn).Reply()
+	return n, err
+}
+
+// pointer is where the pointer is, in screen coordinates.
+func (s *xsession) pointer() (x, y int16, err error) {
+	p, err := xproto.QueryPointer(s.conn, s.root).Reply()
+	if err != nil {
+		return 0, 0, err
+	}
+	return p.RootX, p.RootY, nil
+}
+
+// warp moves the pointer to (x, y) without any input event on the bus: it
+// is the desktop's reset, nobody's action.
+func (s *xsession) warp(x, y int16) {
+	xproto.WarpPointer(s.conn, xproto.WindowNone, s.root, 0, 0, 0, 0, x, y)
+}
+
 // selectionOwner is the window owning a selection, or 0.
 func (s *xsession) selectionOwner(name string) xproto.Window {
 	r, err := xproto.GetSelectionOwner(s.conn, s.atom(name)).Reply()
