@@ -45,6 +45,7 @@ type subscriber struct {
 
 type counters struct {
 	captured, encoded, skipped, dropped, keyframes atomic.Uint64
+	refined                                        atomic.Uint64
 	bytesEncoded, bytesSent, starts, keyRequests   atomic.Uint64
 	encodeNanos, lastEncodeNanos                   atomic.Int64
 	inputs, inputErrors                            atomic.Uint64
@@ -182,6 +183,7 @@ func (p *pipeline) stats() Stats {
 		FramesSkipped:   c.skipped.Load(),
 		FramesDropped:   c.dropped.Load(),
 		Keyframes:       c.keyframes.Load(),
+		FramesRefined:   c.refined.Load(),
 		EncodeTime:      time.Duration(c.encodeNanos.Load()),
 		LastEncode:      time.Duration(c.lastEncodeNanos.Load()),
 		BytesEncoded:    c.bytesEncoded.Load(),

@@ -3,6 +3,8 @@ package stream
 import (
 	"bytes"
 	"context"
+	"math"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/pion/rtcp"
 
 	"github.com/deskenv/deskenv/hci"
+	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
@@ -121,7 +124,7 @@ func TestVideo(t *testing.T) {
 		idle := a.collect(time.Second)
 		after := e.s.Stats()
 		all = append(all, idle...)
-		if len(idle) > 1 || after.FramesEncoded-before.FramesEncoded > 1 {
+		if len(idle) > 0 || after.FramesEncoded-before.FramesEncoded > 0 {
 			t.Errorf("an idle screen sent %d frames (encoded %d) in a second", len(idle), after.FramesEncoded-before.FramesEncoded)
 		}
 		if after.FramesSkipped <= before.FramesSkipped {
@@ -244,11 +247,13 @@ func TestVideo(t *testing.T) {
 		before := e.s.Stats()
 		for i := 0; i < 5; i++ {
 			p.Fill(10+i*20, 400, 15, 15, uint32(0x00ff00+i))
-			b.waitFrame(5 * time.Second)
+			time.Sleep(50 * time.Millisecond)
 		}
+		na := len(a.collect(300 * time.Millisecond))
+		nb := len(b.collect(300 * time.Millisecond))
 		after := e.s.Stats()
-		if enc := after.FramesEncoded - before.FramesEncoded; enc > 5 {
-			t.Errorf("5 changes with 2 viewers encoded %d frames: each change must be encoded once", enc)
+		if enc := int(after.FramesEncoded - before.FramesEncoded); enc != na || enc != nb || enc < 5 {
+			t.Errorf("5 changes encoded %d frames; the viewers got %d and %d: each frame must be encoded once and reach both", enc, na, nb)
 		}
 	})
 }
@@ -287,6 +292,12 @@ func TestVideoScaled(t *testing.T) {
 // TestVideoAfterServerRestart kills Xvfb under a watching viewer: once the
 // display is back, changes on the new server reach the same viewer.
 func TestVideoAfterServerRestart(t *testing.T) {
+	if raceDetector {
+		// After a restart every X client sets its extensions up again, and
+		// xgb keeps the event decoders of extensions in package-level maps
+		// that every connection's reader uses: a race inside xgb.
+		t.Skip("xgb's extension set-up races with other connections' event readers after a server restart")
+	}
 	const w, h = 640, 480
 	e := newEnv(t, envOptions{width: w, height: h, restart: true})
 	a := join(t, e, clientOptions{})
@@ -336,5 +347,105 @@ func TestVideoAfterServerRestart(t *testing.T) {
 			t.Fatalf("no frame shows the new server's probe window")
 		}
 		p.Fill(0, 0, 20, 20, 0x00ff00)
+	}
+}
+
+// decodeAll decodes an H.264 stream into RGB24 pictures.
+func decodeAll(t *testing.T, stream []byte, w, h int) [][]byte {
+	t.Helper()
+	last := decodeLast(t, stream, w, h) // skips without ffmpeg; checks the stream
+	_ = last
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.h264")
+	os.WriteFile(in, stream, 0o644)
+	out, err := exec.Command("ffmpeg", "-v", "error", "-f", "h264", "-i", in, "-f", "rawvideo", "-pix_fmt", "rgb24", "-").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pics [][]byte
+	for n := w * h * 3; len(out) >= n; out = out[n:] {
+		pics = append(pics, out[:n])
+	}
+	return pics
+}
+
+// psnr compares an RGB24 picture with a BGRX capture.
+func psnr(rgb []byte, f *deskimage.Frame) float64 {
+	var sum float64
+	for y := 0; y < f.Height; y++ {
+		for x := 0; x < f.Width; x++ {
+			i, j := (y*f.Width+x)*3, y*f.Stride+x*4
+			for c, k := range [3]int{2, 1, 0} {
+				d := float64(int(rgb[i+c]) - int(f.Pix[j+k]))
+				sum += d * d
+			}
+		}
+	}
+	mse := sum / float64(f.Width*f.Height*3)
+	if mse == 0 {
+		return 99
+	}
+	return 10 * math.Log10(255*255/mse)
+}
+
+// TestRefine draws a screenful of fine detail at once: the first frame is
+// rate-limited and blurred, and the frames that follow while the screen is
+// still sharpen it.
+func TestRefine(t *testing.T) {
+	const w, h = 640, 480
+	e := newEnv(t, envOptions{width: w, height: h, cfg: Config{BitrateKbps: 1000}})
+	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0xffffff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := e.exec.MoveTo(context.Background(), w-1, h-1, hci.SourceScript); err != nil {
+		t.Fatal(err)
+	}
+	a := join(t, e, clientOptions{})
+	defer a.close()
+	fs := []frame{a.waitFrame(10 * time.Second)}
+	fs = append(fs, a.collect(800*time.Millisecond)...)
+
+	// "Text": rows of tiny dark strokes, drawn as one burst.
+	r := rand.New(rand.NewPCG(3, 4))
+	for row := 8; row < h-16; row += 14 {
+		for x := 4; x < w-8; x += 6 {
+			p.Fill(x+r.IntN(3), row+r.IntN(8), 1+r.IntN(2), 1+r.IntN(3), 0x101010)
+		}
+	}
+	p.Sync(context.Background())
+	capt, err := deskimage.NewCapturer(e.d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capt.Close()
+	src, err := capt.Capture(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(fs)
+	fs = append(fs, a.waitFrame(5*time.Second))
+	fs = append(fs, a.collect(800*time.Millisecond)...)
+	var stream []byte
+	for _, f := range fs {
+		stream = append(stream, f.annexB()...)
+	}
+	pics := decodeAll(t, stream, w, h)
+	if len(pics) != len(fs) {
+		t.Fatalf("decoded %d pictures from %d frames", len(pics), len(fs))
+	}
+	// The first frame showing the text may be a partial draw; take the
+	// last frame before refinement set in: the first after the drawing
+	// finished is the one whose content equals src.
+	first, last := psnr(pics[before], src), psnr(pics[len(pics)-1], src)
+	for i := before; i < len(pics); i++ {
+		t.Logf("frame %d: %.1f dB, %d bytes", i, psnr(pics[i], src), len(fs[i].annexB()))
+	}
+	if st := e.s.Stats(); st.FramesRefined == 0 {
+		t.Errorf("no frame was refined: %+v", st)
+	}
+	if last < first+3 || last < 25 {
+		t.Errorf("the still picture went from %.1f dB to %.1f dB: refinement should sharpen it", first, last)
 	}
 }

@@ -1,0 +1,6 @@
+//go:build race
+
+package stream
+
+// raceDetector is true under -race.
+const raceDetector = true
