@@ -2,6 +2,7 @@
 // machine, side by side in one run.
 //
 //	deskbench latency [flags]   glass-to-glass latency, fps and CPU: deskenv's browser stream vs x11vnc + noVNC
+//	deskbench pool [flags]      pool mode: memory per desktop, start rate, throughput with many agents
 //	deskbench all               every benchmark with its defaults
 package main
 
@@ -24,6 +25,7 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"latency", "glass-to-glass latency, fps and CPU of the browser stream vs x11vnc + noVNC", runLatency},
+		{"pool", "pool mode: memory per idle desktop, start rate, actions/s with 8 agents, screenshot p50 under load", runPool},
 		// "serve" is the latency benchmark's server child (one process per
 		// stack, so its CPU can be read from /proc); not for people to call.
 		{latencyServeCmd, "", runLatencyServe},
