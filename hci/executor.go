@@ -572,10 +572,7 @@ func (e *Executor) keyDownLocked(ctx context.Context, k Keysym, src Source, in *
 	if err != nil {
 		return err
 	}
-	code, err := e.heldCode(k, src)
-	if err != nil {
-		return err
-	}
+	code := e.heldCode(k, src)
 	if code == 0 {
 		if code, err = e.resolveHeld(ctx, x, k); err != nil {
 			return fmt.Errorf("hci: key_down %s: %w", k, err)
@@ -588,13 +585,13 @@ func (e *Executor) keyDownLocked(ctx context.Context, k Keysym, src Source, in *
 
 // heldCode finds the keycode src already holds for k (so a repeat presses the
 // same key), or 0.
-func (e *Executor) heldCode(k Keysym, src Source) (xproto.Keycode, error) {
+func (e *Executor) heldCode(k Keysym, src Source) xproto.Keycode {
 	for code, h := range e.keys {
 		if h.sym == k && h.by[src] {
-			return code, nil
+			return code
 		}
 	}
-	return 0, nil
+	return 0
 }
 
 // KeyUp releases the key src pressed for keysym k. A browser may report the
