@@ -350,9 +350,9 @@ func TestReduce(t *testing.T) {
 			want: []string{`{"action":"scroll","coordinate":[10,10],"scroll_direction":"up","scroll_amount":2}`},
 		},
 		{
-			name: "idle becomes wait",
+			name:  "idle becomes wait",
 			table: typing(0, 0.1, "a") + typing(3.5, 0.1, "b"),
-			want: []string{`{"action":"type","text":"a"}`, `{"action":"wait","duration":3.5}`, `{"action":"type","text":"b"}`},
+			want:  []string{`{"action":"type","text":"a"}`, `{"action":"wait","duration":3.5}`, `{"action":"type","text":"b"}`},
 		},
 		{
 			name: "motion that rests without a click is mouse_move; jitter is nothing",
