@@ -369,6 +369,21 @@ func (s *Server) ControlState() ControlState {
 	return s.controlStateLocked()
 }
 
+// forRole is the state as a viewer of role may see it: only operators see
+// where the others connect from.
+func (cs ControlState) forRole(role string) ControlState {
+	if role == RoleOperator {
+		return cs
+	}
+	out := cs
+	out.Viewers = make([]ViewerInfo, len(cs.Viewers))
+	for i, v := range cs.Viewers {
+		v.Remote = ""
+		out.Viewers[i] = v
+	}
+	return out
+}
+
 // broadcastState sends the control state to every viewer.
 func (s *Server) broadcastState() {
 	s.mu.Lock()
@@ -378,8 +393,13 @@ func (s *Server) broadcastState() {
 		vs = append(vs, v)
 	}
 	s.mu.Unlock()
+	public := cs.forRole(RoleViewer)
 	for _, v := range vs {
-		v.sendJSON(stateMsg{Type: "state", Control: cs, You: v.id})
+		c := public
+		if v.role == RoleOperator {
+			c = cs
+		}
+		v.sendJSON(stateMsg{Type: "state", Control: c, You: v.id})
 	}
 }
 

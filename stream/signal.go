@@ -138,7 +138,7 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 		Screen:     sizeMsg{W: sw, H: sh},
 		Video:      videoMsg{W: vw, H: vh, Codec: "h264"},
 		ICEServers: s.helloICE,
-		Control:    s.controlStateLocked(),
+		Control:    s.controlStateLocked().forRole(role),
 	}
 	if hello.ICEServers == nil {
 		hello.ICEServers = []iceServerMsg{}

@@ -43,6 +43,9 @@ func TestHello(t *testing.T) {
 			found := false
 			for _, v := range h.Control.Viewers {
 				found = found || v.ID == h.ID
+				if (v.Remote != "") != (tt.role == RoleOperator) {
+					t.Errorf("%s sees remote address %q of %s: only operators should", tt.role, v.Remote, v.ID)
+				}
 			}
 			if !found {
 				t.Errorf("hello's viewer list %+v lacks the viewer itself", h.Control.Viewers)
