@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -251,5 +253,57 @@ func TestCursorClipped(t *testing.T) {
 				t.Fatalf("cursor at %v: pixel %d not restored", pt, i)
 			}
 		}
+	}
+}
+
+// TestFanOutDropsToKeyframe feeds frames to a viewer that does not read: once
+// its queue is full it gets nothing until a keyframe, and asks for one.
+func TestFanOutDropsToKeyframe(t *testing.T) {
+	s := &Server{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, kick: make(chan struct{}, 1)}
+	slow := &subscriber{id: "slow", q: make(chan *encFrame, 2), needKey: true}
+	fast := &subscriber{id: "fast", q: make(chan *encFrame, 100), needKey: true}
+	p.subs[slow] = struct{}{}
+	p.subs[fast] = struct{}{}
+	steps := []struct {
+		key      bool
+		slowGets bool // the frame lands in slow's queue
+		askKey   bool // a keyframe is requested by this step
+		drain    int  // slow reads this many frames after the step
+	}{
+		{key: false, slowGets: false},               // joined: waits for a keyframe
+		{key: true, slowGets: true},                 // the keyframe
+		{key: false, slowGets: true},                // queue now full (2)
+		{key: false, slowGets: false, askKey: true}, // overflow: drop, ask for a keyframe
+		{key: false, slowGets: false, drain: 2},     // still waiting for a keyframe, even with room
+		{key: true, slowGets: true},                 // back in sync
+		{key: false, slowGets: true},
+	}
+	for i, st := range steps {
+		p.keyReq.Store(false)
+		f := &encFrame{key: st.key, data: []byte{byte(i)}}
+		n := len(slow.q)
+		p.fanOut(f)
+		got := len(slow.q) > n
+		if got != st.slowGets {
+			t.Errorf("step %d (key %v): slow got it %v, want %v", i, st.key, got, st.slowGets)
+		}
+		if p.keyReq.Load() != st.askKey {
+			t.Errorf("step %d: keyframe requested %v, want %v", i, p.keyReq.Load(), st.askKey)
+		}
+		for j := 0; j < st.drain; j++ {
+			<-slow.q
+		}
+	}
+	// The fast viewer got everything from the first keyframe on, in order.
+	var got []byte
+	for len(fast.q) > 0 {
+		got = append(got, (<-fast.q).data[0])
+	}
+	if want := []byte{1, 2, 3, 4, 5, 6}; string(got) != string(want) {
+		t.Errorf("fast viewer got frames %v, want %v", got, want)
+	}
+	if d := p.counters.dropped.Load(); d != 4 {
+		t.Errorf("dropped = %d, want 4 (1 before the first keyframe for each viewer, 2 for the slow one)", d)
 	}
 }
