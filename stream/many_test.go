@@ -1,12 +1,15 @@
 package stream
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -130,4 +133,57 @@ func waitStopped(t *testing.T, e *env) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestCloseFreesEverything closes a server with viewers connected: they are
+// disconnected and every goroutine of the server ends.
+func TestCloseFreesEverything(t *testing.T) {
+	e := newEnv(t, envOptions{width: 320, height: 240})
+	e.s.Close()
+	time.Sleep(100 * time.Millisecond)
+	base := runtime.NumGoroutine()
+
+	s, err := New(e.d, e.exec, Config{LoopbackOnly: true, UDPPort: freeUDPPort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = s
+	mux := http.NewServeMux()
+	mux.Handle("/stream/signal", s.SignalHandler(nil))
+	hs := httptest.NewServer(mux)
+	e.http = hs
+	var cs []*client
+	for i := 0; i < 3; i++ {
+		c := join(t, e, clientOptions{})
+		c.waitFrame(10 * time.Second)
+		cs = append(cs, c)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a viewer's websocket stayed open after Close")
+		}
+		c.pc.Close()
+	}
+	if st := s.Stats(); st.Viewers != 0 || st.Encoding {
+		t.Errorf("after Close: %+v", st)
+	}
+	// A closed server refuses newcomers politely.
+	ws, _, err := websocket.DefaultDialer.Dial(e.wsURL(""), nil)
+	if err == nil {
+		var m errorMsg
+		if err := ws.ReadJSON(&m); err != nil || m.Type != "error" {
+			t.Errorf("a closed server answered %+v, %v", m, err)
+		}
+		ws.Close()
+	}
+	if err := s.SetPolicy(PolicyHuman); err == nil {
+		t.Errorf("SetPolicy after Close succeeded")
+	}
+	hs.Close()
+	settle(t, base)
 }
