@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +25,9 @@ const (
 	PolicyAgent Policy = "agent"
 )
 
+// ErrBadPolicy is wrapped by errors about unknown policy names.
+var ErrBadPolicy = errors.New("unknown policy")
+
 // ParsePolicy reads a policy name, case-insensitively; "" means shared.
 func ParsePolicy(s string) (Policy, error) {
 	switch p := Policy(strings.ToLower(strings.TrimSpace(s))); p {
@@ -32,7 +36,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyShared, PolicyHuman, PolicyAgent:
 		return p, nil
 	}
-	return "", fmt.Errorf("policy %q is not known: use shared (agent and a person both act), human (only people act) or agent (people only watch)", s)
+	return "", fmt.Errorf("%w %q: use shared (agent and a person both act), human (only people act) or agent (people only watch)", ErrBadPolicy, s)
 }
 
 // Config configures a stream Server. The zero value is usable: 30 fps, 4

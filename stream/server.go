@@ -32,6 +32,9 @@ var ErrPersonInControl = errors.New("a person has control of the desktop (policy
 // errPeopleWatch is what people's input fails with under PolicyAgent.
 var errPeopleWatch = errors.New("the agent has control of the desktop (policy agent): people can only watch")
 
+// ErrNoViewer is wrapped by Grant's error for an id that is not connected.
+var ErrNoViewer = errors.New("no such viewer")
+
 // ErrClosed is returned by a Server after Close.
 var ErrClosed = errors.New("stream: server is closed")
 
@@ -276,7 +279,7 @@ func (s *Server) grantLocked(id string) error {
 	switch {
 	case v == nil:
 		s.mu.Unlock()
-		return fmt.Errorf("stream: no viewer %q is connected (see Viewers)", id)
+		return fmt.Errorf("stream: no viewer %q is connected (see Viewers): %w", id, ErrNoViewer)
 	case v.viewOnly:
 		s.mu.Unlock()
 		return fmt.Errorf("stream: viewer %s joined with a view-only link and can never take control", id)

@@ -355,10 +355,10 @@ func (v *viewer) onControl(m clientMsg) {
 		switch m.Op {
 		case "grant":
 			if m.Viewer == "" {
-				err = errors.New("grant needs \"viewer\": the id of the viewer to give control to")
-			} else {
-				err = s.Grant(m.Viewer)
+				v.sendError(CodeBadMessage, "grant needs \"viewer\": the id of the viewer to give control to")
+				return
 			}
+			err = s.Grant(m.Viewer)
 		case "revoke":
 			s.Revoke()
 		case "policy":
@@ -366,9 +366,9 @@ func (v *viewer) onControl(m clientMsg) {
 		}
 		if err != nil {
 			code := CodeForbidden
-			if strings.Contains(err.Error(), "no viewer") {
+			if errors.Is(err, ErrNoViewer) {
 				code = CodeNotFound
-			} else if strings.Contains(err.Error(), "is not known") || strings.Contains(err.Error(), "needs") {
+			} else if errors.Is(err, ErrBadPolicy) {
 				code = CodeBadMessage
 			}
 			v.sendError(code, "%s", strings.TrimPrefix(err.Error(), "stream: "))

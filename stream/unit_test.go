@@ -26,7 +26,7 @@ func TestConfigDefaults(t *testing.T) {
 		{name: "nat ip", cfg: Config{NAT1To1IPs: []string{"1.2.3"}}, err: `"1.2.3" is not an IP address`},
 		{name: "udp port", cfg: Config{UDPPort: 70000}, err: "UDPPort 70000 is out of range"},
 		{name: "viewers", cfg: Config{MaxViewers: -1}, err: "MaxViewers -1"},
-		{name: "policy", cfg: Config{Policy: "people"}, err: `policy "people" is not known`},
+		{name: "policy", cfg: Config{Policy: "people"}, err: `unknown policy "people": use shared`},
 		{name: "half video size", cfg: Config{VideoWidth: 640}, err: "give both VideoWidth and VideoHeight"},
 		{name: "queue", cfg: Config{QueueFrames: 500}, err: "QueueFrames 500"},
 		{name: "input limit", cfg: Config{MaxInputBytes: 10}, err: "MaxInputBytes 10 is too small"},
