@@ -104,6 +104,11 @@ var (
 	ErrNotRecording = errors.New("not recording")
 )
 
+// invalidError is a request Start refuses as it is.
+type invalidError string
+
+func (e invalidError) Error() string { return string(e) }
+
 // Recorder records episodes of one desktop: every event on its executor's
 // bus, the person's input reduced to actions, observations and video. One
 // episode is recorded at a time.
@@ -241,10 +246,10 @@ func (r *Recorder) Start(ctx context.Context, info EpisodeInfo) (*Episode, error
 	switch info.Source {
 	case "", "human", "agent", "mixed":
 	default:
-		return nil, fmt.Errorf("source %q is not known: use human, agent or mixed (or leave it out)", info.Source)
+		return nil, invalidError(fmt.Sprintf("source %q is not known: use human, agent or mixed (or leave it out)", info.Source))
 	}
 	if len(info.ID) > 255 {
-		return nil, fmt.Errorf("episode id is %d characters long: at most 255", len(info.ID))
+		return nil, invalidError(fmt.Sprintf("episode id is %d characters long: at most 255", len(info.ID)))
 	}
 	if info.ID == "" {
 		info.ID = newID()

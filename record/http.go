@@ -1,0 +1,188 @@
+package record
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Patterns are the paths Handler serves, for cmd to mount (behind the
+// operator role).
+func (r *Recorder) Patterns() []string { return []string{"/api/recording", "/api/recording/"} }
+
+// Handler serves the recording API:
+//
+//	GET  /api/recording          Status
+//	POST /api/recording/start    {"episode_id","task_id","instruction","source"}, all optional
+//	POST /api/recording/pause    privacy pause
+//	POST /api/recording/resume
+//	POST /api/recording/stop     {"end_episode": true} ends and scores the control plane's
+//	                             episode first (Options.Finish); or give "reward", "done",
+//	                             "reasons" yourself
+//
+// Answers are JSON: the Status, or {"error": "..."}. Requests from another
+// origin are refused, as the control plane does.
+func (r *Recorder) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/recording", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, r.Status())
+	})
+	mux.HandleFunc("POST /api/recording/start", r.apiStart)
+	mux.HandleFunc("POST /api/recording/pause", func(w http.ResponseWriter, req *http.Request) {
+		r.answer(w, http.StatusOK, r.Pause(req.Context()))
+	})
+	mux.HandleFunc("POST /api/recording/resume", func(w http.ResponseWriter, req *http.Request) {
+		r.answer(w, http.StatusOK, r.Resume(req.Context()))
+	})
+	mux.HandleFunc("POST /api/recording/stop", r.apiStop)
+	mux.HandleFunc("/api/recording/", func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording or POST /api/recording/{start,pause,resume,stop}", req.Method, req.URL.Path))
+	})
+	return sameOrigin(mux)
+}
+
+const maxBody = 64 << 10
+
+// decodeBody reads an optional JSON object into v; unknown fields are an
+// error naming them.
+func decodeBody(req *http.Request, v any) error {
+	body, err := io.ReadAll(io.LimitReader(req.Body, maxBody+1))
+	if err != nil {
+		return fmt.Errorf("read the request body: %w", err)
+	}
+	if len(body) > maxBody {
+		return fmt.Errorf("the request body is over %d bytes", maxBody)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("the request body must be a JSON object with the documented fields: %w", err)
+	}
+	return nil
+}
+
+func (r *Recorder) apiStart(w http.ResponseWriter, req *http.Request) {
+	var info EpisodeInfo
+	if err := decodeBody(req, &info); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	_, err := r.Start(req.Context(), info)
+	r.answer(w, http.StatusCreated, err)
+}
+
+type stopRequest struct {
+	// EndEpisode ends and scores the control plane's episode being
+	// recorded, and writes its outcome in.
+	EndEpisode bool     `json:"end_episode,omitempty"`
+	Reward     *float64 `json:"reward,omitempty"`
+	Done       *bool    `json:"done,omitempty"`
+	Success    *bool    `json:"success,omitempty"`
+	Reasons    []string `json:"reasons,omitempty"`
+}
+
+func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
+	var sr stopRequest
+	if err := decodeBody(req, &sr); err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if sr.Reward != nil && (*sr.Reward < 0 || *sr.Reward > 1) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("reward %g is out of range: it must be between 0 and 1", *sr.Reward))
+		return
+	}
+	ep, err := r.current()
+	if err != nil {
+		r.answer(w, http.StatusOK, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 2*time.Minute)
+	defer cancel()
+	var outcome *Outcome
+	if sr.EndEpisode {
+		if r.opt.Finish == nil {
+			writeError(w, http.StatusBadRequest, "end_episode: this recorder is not tied to a control plane; give reward and done instead")
+			return
+		}
+		// Finish runs the control plane's end-of-episode hooks, which may
+		// stop this recording with the outcome already; Stop below then
+		// finds nothing to stop.
+		if outcome, err = r.opt.Finish(ctx, ep.id); err != nil {
+			writeError(w, http.StatusInternalServerError, fmt.Sprintf("ending episode %s: %v", ep.id, err))
+			return
+		}
+	}
+	if sr.Reward != nil || sr.Done != nil || sr.Success != nil || len(sr.Reasons) > 0 {
+		if outcome == nil {
+			outcome = &Outcome{}
+		}
+		if sr.Reward != nil {
+			outcome.Reward = sr.Reward
+		}
+		if sr.Done != nil {
+			outcome.Done = *sr.Done
+		}
+		if sr.Success != nil {
+			outcome.Success = sr.Success
+		}
+		if len(sr.Reasons) > 0 {
+			outcome.Reasons = sr.Reasons
+		}
+	}
+	_, err = r.StopEpisode(ctx, ep.id, outcome)
+	if errors.Is(err, ErrNotRecording) && sr.EndEpisode {
+		err = nil // the end-of-episode hook stopped it
+	}
+	r.answer(w, http.StatusOK, err)
+}
+
+// answer writes the status, or the error with a status code that fits it.
+func (r *Recorder) answer(w http.ResponseWriter, ok int, err error) {
+	switch {
+	case err == nil:
+		writeJSON(w, ok, r.Status())
+	case errors.Is(err, ErrRecording), errors.Is(err, ErrNotRecording):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, err.Error())
+	case errors.As(err, new(invalidError)):
+		writeError(w, http.StatusBadRequest, err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// sameOrigin refuses writes a browser sends from another origin (CSRF).
+func sameOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
+			u, err := url.Parse(o)
+			if err != nil || !strings.EqualFold(u.Host, r.Host) {
+				writeError(w, http.StatusForbidden, fmt.Sprintf("cross-origin request from %s refused: the recording API only answers its own origin and non-browser clients", o))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
