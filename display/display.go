@@ -105,7 +105,7 @@ type Display struct {
 	generation uint64
 	xvfb       *exec.Cmd
 	xvfbDone   chan struct{}
-	session    []*exec.Cmd
+	session    []*child
 	lockFile   string
 	closed     bool
 	lastErr    error
@@ -280,10 +280,28 @@ func (d *Display) setConn(c *xgb.Conn) {
 	if c != nil {
 		d.screen = *xproto.Setup(c).DefaultScreen(c)
 		d.lastErr = nil
+		go d.drain(c)
 	}
 	d.generation++
 	close(d.changed)
 	d.changed = make(chan struct{})
+}
+
+// drain reads and drops the events and unchecked-request errors that arrive
+// on the shared connection. Nobody selects input on it, but the server still
+// sends every client MappingNotify on each keyboard-map change (hci makes one
+// per character the layout lacks), and xgb stops delivering replies once
+// about 5000 unread events are queued: captures and health checks would hang.
+func (d *Display) drain(c *xgb.Conn) {
+	for {
+		ev, err := c.WaitForEvent()
+		if ev == nil && err == nil {
+			return // connection closed
+		}
+		if err != nil {
+			d.log.Debug("X error on the shared connection", "err", err)
+		}
+	}
 }
 
 // startServer launches Xvfb and connects to it. Without a configured number
@@ -464,7 +482,7 @@ func (d *Display) StartSession(ctx context.Context) error {
 	if !d.Owned() {
 		return nil
 	}
-	var cmds []*exec.Cmd
+	var cmds []*child
 	if len(d.cfg.WindowManager) > 0 {
 		cmd, err := d.spawn(d.cfg.WindowManager)
 		if err != nil {
@@ -503,14 +521,30 @@ func (d *Display) RestartSession(ctx context.Context) error {
 	return d.StartSession(ctx)
 }
 
+// child is a session process and a channel closed when it has exited, so
+// its state can be read without racing the goroutine that waits for it.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // SessionPIDs are the process ids of the running window manager and apps.
 func (d *Display) SessionPIDs() []int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var pids []int
 	for _, c := range d.session {
-		if c.Process != nil && c.ProcessState == nil {
-			pids = append(pids, c.Process.Pid)
+		if !c.exited() {
+			pids = append(pids, c.cmd.Process.Pid)
 		}
 	}
 	return pids
@@ -526,7 +560,7 @@ func (d *Display) ServerPID() int {
 	return d.xvfb.Process.Pid
 }
 
-func (d *Display) spawn(argv []string) (*exec.Cmd, error) {
+func (d *Display) spawn(argv []string) (*child, error) {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return nil, fmt.Errorf("cannot find %q on PATH: %w", argv[0], err)
@@ -544,9 +578,10 @@ func (d *Display) spawn(argv []string) (*exec.Cmd, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", filepath.Base(path), err)
 	}
-	go cmd.Wait()
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	go func() { cmd.Wait(); close(c.done) }()
 	d.log.Debug("session process started", "cmd", argv, "pid", cmd.Process.Pid)
-	return cmd, nil
+	return c, nil
 }
 
 func (d *Display) stopSession() {
@@ -566,18 +601,18 @@ func (d *Display) stopSession() {
 	}
 }
 
-func killGroup(c *exec.Cmd, sig syscall.Signal) {
-	if c.Process == nil {
-		return
-	}
-	syscall.Kill(-c.Process.Pid, sig)
+func killGroup(c *child, sig syscall.Signal) {
+	syscall.Kill(-c.cmd.Process.Pid, sig)
 }
 
-func groupAlive(c *exec.Cmd) bool {
-	if c.Process == nil {
-		return false
+// groupAlive reports whether anything of the child's process group is left.
+// A group leader that has exited but not been reaped would keep the group
+// "alive" forever, so the leader's own exit is checked first.
+func groupAlive(c *child) bool {
+	if !c.exited() {
+		return true
 	}
-	return syscall.Kill(-c.Process.Pid, 0) == nil
+	return syscall.Kill(-c.cmd.Process.Pid, 0) == nil
 }
 
 // waitWindowManager polls until some client holds SubstructureRedirect on the
@@ -594,7 +629,7 @@ func (d *Display) waitWindowManager(ctx context.Context, limit time.Duration) er
 			return err
 		}
 		if attrs.AllEventMasks&xproto.EventMaskSubstructureRedirect != 0 {
-			return nil
+			return d.pingWindowManager(ctx, deadline)
 		}
 		if time.Now().After(deadline) {
 			return errors.New("no client selected SubstructureRedirect on the root window")
@@ -605,6 +640,49 @@ func (d *Display) waitWindowManager(ctx context.Context, limit time.Duration) er
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// pingWindowManager maps a throw-away window until the window manager
+// reparents it. Openbox selects SubstructureRedirect before its event loop
+// runs and drops map requests that arrive in between; an xterm mapped then
+// stays unmapped and waits 5 s for a manager that never answers.
+func (d *Display) pingWindowManager(ctx context.Context, deadline time.Time) error {
+	conn, err := d.Dial()
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	root := xproto.Setup(conn).DefaultScreen(conn).Root
+	win, err := xproto.NewWindowId(conn)
+	if err != nil {
+		return err
+	}
+	xproto.CreateWindow(conn, 0, win, root, -10, -10, 1, 1, 0, xproto.WindowClassInputOutput, 0,
+		xproto.CwEventMask, []uint32{xproto.EventMaskStructureNotify})
+	defer xproto.DestroyWindow(conn, win)
+	for time.Now().Before(deadline) {
+		xproto.UnmapWindow(conn, win)
+		xproto.MapWindow(conn, win)
+		retry := time.Now().Add(20 * time.Millisecond)
+		for time.Now().Before(retry) {
+			ev, err := conn.PollForEvent()
+			if err != nil {
+				return err
+			}
+			if ev == nil {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(2 * time.Millisecond):
+				}
+				continue
+			}
+			if r, ok := ev.(xproto.ReparentNotifyEvent); ok && r.Window == win {
+				return nil
+			}
+		}
+	}
+	return errors.New("the window manager selected SubstructureRedirect but did not manage a test window")
 }
 
 // Close stops the session and the X server this handle started and closes the

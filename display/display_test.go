@@ -155,3 +155,48 @@ func TestRestartAfterCrash(t *testing.T) {
 		t.Fatalf("health after restart: %v", err)
 	}
 }
+
+// TestSharedConnectionSurvivesManyMappingChanges changes the keyboard map far
+// more often than xgb's event queue holds: the shared connection must keep
+// answering because the display drains its events.
+func TestSharedConnectionSurvivesManyMappingChanges(t *testing.T) {
+	needXvfb(t)
+	ctx := context.Background()
+	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	other, err := d.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// This connection gets a MappingNotify per change too; drain it like
+	// the display drains its own.
+	go func() {
+		for {
+			if ev, err := other.WaitForEvent(); ev == nil && err == nil {
+				return
+			}
+		}
+	}()
+	setup := xproto.Setup(other)
+	code := setup.MaxKeycode // the last keycode is unused on Xvfb's default map
+	km, err := xproto.GetKeyboardMapping(other, code, 1).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := km.KeysymsPerKeycode
+	syms := make([]xproto.Keysym, per)
+	for i := 0; i < 6000; i++ {
+		syms[0] = xproto.Keysym(0x1000000 + 0x4e00 + i%100)
+		xproto.ChangeKeyboardMapping(other, 1, code, per, syms)
+	}
+	xproto.GetInputFocus(other).Reply()
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := d.Health(hctx); err != nil {
+		t.Fatalf("shared connection stopped answering after 6000 keyboard-map changes: %v", err)
+	}
+}
