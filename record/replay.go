@@ -1,0 +1,206 @@
+package record
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	stdimage "image"
+	"image/draw"
+	"image/png"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/image"
+)
+
+// ReplayOptions configure Replay.
+type ReplayOptions struct {
+	// Source the steps run as (default replay).
+	Source hci.Source
+	// Settle is how the screen must settle after each step before it is
+	// compared (default: quiet 80 ms, at most 2 s).
+	Settle image.SettleOptions
+	// MaxChanged is the share of pixels (0-1) that may differ by more than
+	// 16 in a channel for an observation to still match the recorded one.
+	// The default 0 asks for the same picture up to colour noise: Xvfb
+	// renders deterministically, and three characters typed into a terminal
+	// change only 0.02 % of a 1024x768 screen, so any looser default would
+	// miss real divergence. Raise it for desktops with clocks or animations.
+	MaxChanged float64
+	// OutDir, if set, receives the replay's observations, NNNNNN.png per
+	// step, to look at beside the recorded ones.
+	OutDir string
+	// OnStep, if set, is told each step's result as it happens.
+	OnStep func(StepResult)
+}
+
+// StepResult is how one step replayed.
+type StepResult struct {
+	Step   int        `json:"step"`
+	Action hci.Action `json:"action"`
+	// Err is the executor's error, if the step failed.
+	Err string `json:"error,omitempty"`
+	// Recorded is the recorded observation after the step; Compared is set
+	// when there was one to compare with.
+	Recorded string `json:"recorded,omitempty"`
+	Compared bool   `json:"compared"`
+	Match    bool   `json:"match"`
+	// MeanDiff is the mean absolute difference per channel (0-255) and
+	// Changed the share of pixels that differ by more than 16 in some
+	// channel.
+	MeanDiff float64 `json:"mean_diff"`
+	Changed  float64 `json:"changed"`
+	// Replayed is the replay's observation in OutDir, if written.
+	Replayed string `json:"replayed,omitempty"`
+}
+
+// ReplayReport sums a replay up.
+type ReplayReport struct {
+	Steps    []StepResult `json:"steps"`
+	Executed int          `json:"executed"`
+	Failed   int          `json:"failed"`
+	Compared int          `json:"compared"`
+	Diverged int          `json:"diverged"`
+	// FirstDivergence is the first step whose screen did not match, -1 if
+	// none.
+	FirstDivergence int `json:"first_divergence"`
+}
+
+// Replay executes a recorded episode's steps through exec, in order, and
+// compares the screen after each with the observation recorded after it. It
+// does not reset the desktop or score the result: the caller (deskenv
+// replay) resets into the episode's task first and evaluates it after. Steps
+// that failed when recorded are run again all the same (they failed without
+// effect then, and should now).
+func Replay(ctx context.Context, rec *Recording, exec *hci.Executor, shooter *image.Shooter, capt *image.Capturer, opt ReplayOptions) (*ReplayReport, error) {
+	if opt.Source == "" {
+		opt.Source = hci.SourceReplay
+	}
+	if opt.Settle == (image.SettleOptions{}) {
+		opt.Settle = image.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
+	}
+	sp := exec.Space()
+	if m := rec.Meta.Model; m.W != sp.ModelW || m.H != sp.ModelH {
+		return nil, fmt.Errorf("the episode was recorded in a %dx%d model space (screen %dx%d) but this desktop's is %dx%d (screen %dx%d): start it with the recorded screen size",
+			m.W, m.H, rec.Meta.Screen.W, rec.Meta.Screen.H, sp.ModelW, sp.ModelH, sp.ScreenW, sp.ScreenH)
+	}
+	if opt.OutDir != "" {
+		if err := os.MkdirAll(opt.OutDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	rep := &ReplayReport{FirstDivergence: -1}
+	for _, st := range rec.Steps {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		res := StepResult{Step: st.Step, Action: st.Action, Recorded: st.After}
+		if _, err := exec.Do(ctx, st.Action, opt.Source); err != nil {
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			res.Err = err.Error()
+			rep.Failed++
+		}
+		rep.Executed++
+		if st.After != "" {
+			if _, _, err := capt.Settle(ctx, opt.Settle); err != nil {
+				return rep, fmt.Errorf("step %d: wait for the screen to settle: %w", st.Step, err)
+			}
+			shot, err := shooter.Shot(ctx)
+			if err != nil {
+				return rep, fmt.Errorf("step %d: observe: %w", st.Step, err)
+			}
+			if opt.OutDir != "" {
+				res.Replayed = filepath.Join(opt.OutDir, fmt.Sprintf("%06d.png", st.Step))
+				if err := os.WriteFile(res.Replayed, shot.Data, 0o644); err != nil {
+					return rep, err
+				}
+			}
+			want, err := os.ReadFile(filepath.Join(rec.Dir, st.After))
+			switch {
+			case errors.Is(err, os.ErrNotExist):
+				// An incomplete episode may lack it: nothing to compare.
+			case err != nil:
+				return rep, err
+			default:
+				res.MeanDiff, res.Changed, err = Compare(want, shot.Data)
+				if err != nil {
+					return rep, fmt.Errorf("step %d: compare with %s: %w", st.Step, st.After, err)
+				}
+				res.Compared = true
+				res.Match = res.Changed <= opt.MaxChanged
+				rep.Compared++
+				if !res.Match {
+					rep.Diverged++
+					if rep.FirstDivergence < 0 {
+						rep.FirstDivergence = st.Step
+					}
+				}
+			}
+		}
+		rep.Steps = append(rep.Steps, res)
+		if opt.OnStep != nil {
+			opt.OnStep(res)
+		}
+	}
+	return rep, nil
+}
+
+// Compare decodes two PNG observations and returns their mean absolute
+// difference per channel (0-255) and the share of pixels that differ by
+// more than 16 in some channel. Images of different sizes differ entirely.
+func Compare(a, b []byte) (meanDiff, changed float64, err error) {
+	ia, err := decodeRGBA(a)
+	if err != nil {
+		return 0, 0, err
+	}
+	ib, err := decodeRGBA(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	if ia.Bounds().Size() != ib.Bounds().Size() {
+		return 255, 1, nil
+	}
+	w, h := ia.Bounds().Dx(), ia.Bounds().Dy()
+	if w == 0 || h == 0 {
+		return 0, 0, nil
+	}
+	var sum, diffPx int64
+	for y := 0; y < h; y++ {
+		ra := ia.Pix[y*ia.Stride : y*ia.Stride+w*4]
+		rb := ib.Pix[y*ib.Stride : y*ib.Stride+w*4]
+		for x := 0; x < len(ra); x += 4 {
+			d0, d1, d2 := absDiff(ra[x], rb[x]), absDiff(ra[x+1], rb[x+1]), absDiff(ra[x+2], rb[x+2])
+			sum += int64(d0 + d1 + d2)
+			if d0 > 16 || d1 > 16 || d2 > 16 {
+				diffPx++
+			}
+		}
+	}
+	n := float64(w * h)
+	return float64(sum) / (3 * n), float64(diffPx) / n, nil
+}
+
+func decodeRGBA(b []byte) (*stdimage.RGBA, error) {
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("decode PNG: %w", err)
+	}
+	if rgba, ok := img.(*stdimage.RGBA); ok && rgba.Bounds().Min == (stdimage.Point{}) {
+		return rgba, nil
+	}
+	out := stdimage.NewRGBA(stdimage.Rect(0, 0, img.Bounds().Dx(), img.Bounds().Dy()))
+	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
+	return out, nil
+}
+
+func absDiff(a, b uint8) int {
+	if a > b {
+		return int(a - b)
+	}
+	return int(b - a)
+}
