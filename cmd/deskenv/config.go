@@ -320,6 +320,10 @@ Usage:
   deskenv [flags]              start the appliance (Xvfb, MCP at /mcp, browser client at /)
   deskenv mcp --stdio [flags]  serve MCP over stdin/stdout (for Claude Desktop and other stdio clients)
   deskenv health [--url URL]   exit 0 when the appliance at URL answers /health (for container health checks)
+  deskenv export --out FILE [--format parquet|jsonl] [--task ID] [--source S] [--outcome O] EPISODES_DIR
+                               recorded episodes to a dataset file (one row per step) and its card
+  deskenv replay [flags] EPISODE_DIR
+                               replay an episode on a fresh desktop, report divergence, compare rewards
   deskenv version              print the version
 
 Every flag can also be set with the environment variable in brackets.

@@ -45,6 +45,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = mcpCmd(ctx, args, stdin, stdout, stderr)
 	case "health":
 		err = healthCmd(ctx, args, stderr)
+	case "export":
+		err = exportCmd(ctx, args, stdout, stderr)
+	case "replay":
+		err = replayCmd(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "deskenv", version)
 	case "help":

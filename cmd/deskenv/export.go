@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/deskenv/deskenv/record"
+)
+
+// exportCmd is `deskenv export`: recorded episodes to one dataset file.
+func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("deskenv export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var opt record.ExportOptions
+	fs.StringVar(&opt.Format, "format", "parquet", "parquet (Hugging Face datasets loads it as it is, images inside) or jsonl (images as paths)")
+	out := fs.String("out", "", "the file to write, e.g. data/train.parquet; a dataset card README.md is written beside it (required)")
+	fs.StringVar(&opt.TaskID, "task", "", "only episodes of this task id")
+	fs.StringVar(&opt.Source, "source", "", "only episodes by this source: human, agent or mixed")
+	fs.StringVar(&opt.Outcome, "outcome", "", "only episodes with this outcome: success or failure")
+	fs.StringVar(&opt.Name, "name", "", "the dataset's name in its card (default: the output directory's name)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl] [--task ID] [--source human|agent|mixed] [--outcome success|failure] EPISODES_DIR
+
+Writes one row per recorded step of every episode under EPISODES_DIR (as recorded with
+--episodes), and a dataset card README.md beside FILE. Progress goes to stderr.
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	dirs, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		fs.Usage()
+		return errors.New("export: --out is required: the file to write, such as data/train.parquet")
+	}
+	if len(dirs) != 1 {
+		fs.Usage()
+		return fmt.Errorf("export: give exactly one EPISODES_DIR, got %d", len(dirs))
+	}
+	start := time.Now()
+	last := time.Time{}
+	opt.Progress = func(done, total, rows int) {
+		if done < total && time.Since(last) < time.Second {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(stderr, "export: %d/%d episodes, %d rows, %s\n", done, total, rows, time.Since(start).Round(100*time.Millisecond))
+	}
+	st, err := record.Export(ctx, dirs[0], *out, opt)
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %d rows from %d episodes (%d skipped), %d bytes; dataset card %s\n",
+		*out, st.Rows, st.Episodes, st.Skipped, st.Bytes, st.Card)
+	return nil
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments (`deskenv export DIR --out x`), and returns those.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if rest[0] == "--" {
+			return append(pos, rest[1:]...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
