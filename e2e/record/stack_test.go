@@ -1,0 +1,98 @@
+package record_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+
+	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/e2e/browser"
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/stream"
+	"github.com/deskenv/deskenv/task"
+	"github.com/deskenv/deskenv/web"
+)
+
+// stack is the appliance's desktop assembled in the test: openbox and an
+// xterm, the executor, the stream and the page, and the control plane with
+// the example tasks.
+type stack struct {
+	d       *display.Display
+	exec    *hci.Executor
+	capt    *image.Capturer
+	shooter *image.Shooter
+	ctl     *control.Control
+	srv     *httptest.Server
+}
+
+func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Task) *stack {
+	t.Helper()
+	d, err := display.Start(ctx, display.Config{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	ex, err := hci.NewExecutor(d, hci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	capt, err := image.NewCapturer(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { capt.Close() })
+	sp := ex.Space()
+	shooter := image.NewShooter(capt, image.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
+	ss, err := stream.New(d, ex, stream.Config{LoopbackOnly: true, Capturer: capt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	ctl, err := control.New(control.Config{Mode: control.ModeSim, Display: d, Exec: ex, Capturer: capt, Shooter: shooter,
+		Tasks: tasks, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ctl.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/stream/signal", ss.SignalHandler(func(*http.Request) (string, bool, error) {
+		return stream.RoleOperator, false, nil
+	}))
+	mux.Handle("/", web.Handler())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return &stack{d: d, exec: ex, capt: capt, shooter: shooter, ctl: ctl, srv: srv}
+}
+
+func startDriver(ctx context.Context, t *testing.T) *browser.Driver {
+	t.Helper()
+	opt := browser.Options{}
+	if testing.Verbose() {
+		opt.Stderr = os.Stderr
+	}
+	d, err := browser.Start(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+func do(ctx context.Context, t *testing.T, d *browser.Driver, cmd string, args map[string]any, out any) {
+	t.Helper()
+	if err := d.Do(ctx, cmd, args, out); err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+}
+
+func waitFor(ctx context.Context, t *testing.T, d *browser.Driver, page, expr, what string) {
+	t.Helper()
+	if err := d.Do(ctx, "waitFor", map[string]any{"page": page, "expr": expr, "timeoutMs": 15000, "pollMs": 50}, nil); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
