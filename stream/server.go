@@ -54,9 +54,10 @@ type Stats struct {
 	Encoding        bool          `json:"encoding"` // the capture/encode loop runs
 	FramesCaptured  uint64        `json:"frames_captured"`
 	FramesEncoded   uint64        `json:"frames_encoded"`
-	FramesSkipped   uint64        `json:"frames_skipped"` // ticks with an unchanged screen: nothing captured or encoded
-	FramesDropped   uint64        `json:"frames_dropped"` // frames a viewer missed because its queue was full, summed over viewers
-	FramesRefined   uint64        `json:"frames_refined"` // a still picture encoded again to sharpen it
+	FramesSkipped   uint64        `json:"frames_skipped"`   // ticks with an unchanged screen: nothing captured or encoded
+	FramesDropped   uint64        `json:"frames_dropped"`   // frames a viewer missed because its queue was full, summed over viewers
+	FramesRefined   uint64        `json:"frames_refined"`   // a still picture encoded again to sharpen it
+	FramesKeepalive uint64        `json:"frames_keepalive"` // a still picture encoded again so browsers do not time out
 	Keyframes       uint64        `json:"keyframes"`
 	EncodeTime      time.Duration `json:"encode_time"` // total time in convert + encode
 	LastEncode      time.Duration `json:"last_encode"`

@@ -45,7 +45,7 @@ type subscriber struct {
 
 type counters struct {
 	captured, encoded, skipped, dropped, keyframes atomic.Uint64
-	refined                                        atomic.Uint64
+	refined, keepalive                             atomic.Uint64
 	bytesEncoded, bytesSent, starts, keyRequests   atomic.Uint64
 	encodeNanos, lastEncodeNanos                   atomic.Int64
 	inputs, inputErrors                            atomic.Uint64
@@ -184,6 +184,7 @@ func (p *pipeline) stats() Stats {
 		FramesDropped:   c.dropped.Load(),
 		Keyframes:       c.keyframes.Load(),
 		FramesRefined:   c.refined.Load(),
+		FramesKeepalive: c.keepalive.Load(),
 		EncodeTime:      time.Duration(c.encodeNanos.Load()),
 		LastEncode:      time.Duration(c.lastEncodeNanos.Load()),
 		BytesEncoded:    c.bytesEncoded.Load(),
