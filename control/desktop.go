@@ -16,6 +16,8 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/res"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // Window is a top-level client window as a reset compares them: by WM_CLASS.
@@ -49,7 +51,7 @@ func openX(name string) (*xsession, error) {
 		return nil, fmt.Errorf("connect to display %s: %w", name, err)
 	}
 	s := &xsession{conn: conn, root: xproto.Setup(conn).DefaultScreen(conn).Root, atoms: map[string]xproto.Atom{}}
-	if err := res.Init(conn); err == nil {
+	if err := xext.Init(conn, "X-Resource", res.Init); err == nil {
 		if _, err := res.QueryVersion(conn, 1, 2).Reply(); err == nil {
 			s.xres = true
 		}

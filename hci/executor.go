@@ -15,6 +15,7 @@ import (
 	"github.com/jezek/xgb/xtest"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // Result tells the caller of Do what to return besides any error.
@@ -244,7 +245,7 @@ func (e *Executor) conn() (*xconn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hci: %w", err)
 	}
-	if err := xtest.Init(c); err != nil {
+	if err := xext.Init(c, "XTEST", xtest.Init); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("hci: display %s has no XTEST extension, which input injection needs: %w", e.d.Name(), err)
 	}

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // Frame is one screen image in the X server's 32-bit layout: bytes B, G, R, X
@@ -100,7 +101,7 @@ func (c *Capturer) prepare() error {
 }
 
 func (c *Capturer) attachSHM() error {
-	if err := shm.Init(c.conn); err != nil {
+	if err := xext.Init(c.conn, "MIT-SHM", shm.Init); err != nil {
 		return fmt.Errorf("MIT-SHM extension: %w", err)
 	}
 	size := c.w * c.h * 4

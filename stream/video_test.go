@@ -298,12 +298,6 @@ func TestVideoScaled(t *testing.T) {
 // TestVideoAfterServerRestart kills Xvfb under a watching viewer: once the
 // display is back, changes on the new server reach the same viewer.
 func TestVideoAfterServerRestart(t *testing.T) {
-	if raceDetector {
-		// After a restart every X client sets its extensions up again, and
-		// xgb keeps the event decoders of extensions in package-level maps
-		// that every connection's reader uses: a race inside xgb.
-		t.Skip("xgb's extension set-up races with other connections' event readers after a server restart")
-	}
 	const w, h = 640, 480
 	e := newEnv(t, envOptions{width: w, height: h, restart: true})
 	a := join(t, e, clientOptions{})

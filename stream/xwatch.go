@@ -14,6 +14,8 @@ import (
 	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // maxClipBytes bounds clipboard text in either direction. One X property
@@ -137,13 +139,13 @@ func (w *xwatch) connect() (*xstate, error) {
 	}
 	x := &xstate{c: c, gen: gen, root: xproto.Setup(c).DefaultScreen(c).Root}
 	fail := func(err error) (*xstate, error) { c.Close(); return nil, err }
-	if err := xfixes.Init(c); err == nil {
+	if err := xext.Init(c, "XFIXES", xfixes.Init); err == nil {
 		if _, err := xfixes.QueryVersion(c, 5, 0).Reply(); err == nil {
 			x.hasFixes = true
 		}
 	}
 	if x.hasFixes {
-		if err := damage.Init(c); err == nil {
+		if err := xext.Init(c, "DAMAGE", damage.Init); err == nil {
 			if _, err := damage.QueryVersion(c, 1, 1).Reply(); err == nil {
 				x.hasDamage = true
 			}

@@ -1,0 +1,52 @@
+// Package xext sets up X extensions on a connection without racing xgb.
+//
+// xgb's Init functions (shm.Init, xtest.Init, ...) write process-wide maps of
+// event and error decoders that the reader goroutine of every open connection
+// reads. Calling one while other connections are live (a second desktop of a
+// pool starting, a capturer reconnecting after an X server restart) can kill
+// the process with "concurrent map read and map write". The decoders an
+// extension registers are the same each time, so only the first Init of each
+// extension in the process runs xgb's; later connections only record the
+// extension's opcode, which is per connection.
+//
+// This is the one place the project keeps process-wide state, because xgb does.
+package xext
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+var (
+	mu   sync.Mutex
+	done = map[string]bool{}
+)
+
+// Init sets up the extension name (as xgb spells it: "MIT-SHM", "XTEST",
+// "DAMAGE", "XFIXES", "X-Resource") on c, calling xgbInit (such as shm.Init)
+// the first time in the process.
+func Init(c *xgb.Conn, name string, xgbInit func(*xgb.Conn) error) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if !done[name] {
+		if err := xgbInit(c); err != nil {
+			return err
+		}
+		done[name] = true
+		return nil
+	}
+	reply, err := xproto.QueryExtension(c, uint16(len(name)), name).Reply()
+	if err != nil {
+		return fmt.Errorf("query X extension %s: %w", name, err)
+	}
+	if !reply.Present {
+		return fmt.Errorf("the X server has no %s extension", name)
+	}
+	c.ExtLock.Lock()
+	c.Extensions[name] = reply.MajorOpcode
+	c.ExtLock.Unlock()
+	return nil
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package stream
-
-const raceDetector = false
