@@ -1,0 +1,224 @@
+// Package mcpserver is deskenv's face for agents: the desktop's screen,
+// keyboard and mouse as MCP tools, served over streamable HTTP and stdio with
+// mcp-go.
+//
+// Two tool shapes can be offered, alone or together (Config.Modes):
+//
+//   - "computer": one tool named computer whose input is exactly the tool_use
+//     input of Anthropic's computer_20251124 tool, so an agent loop written
+//     for the Anthropic API forwards tool_use.input unchanged;
+//   - "tools": one tool per action (screenshot, left_click, type, ...), with
+//     precise schemas and read-only / destructive annotations, for MCP hosts
+//     whose models were not trained on the computer tool.
+//
+// Every call runs through hci.Executor.Do as SourceAgent, so it is published
+// on the hci bus (and recorded) like any other action. A mutating action
+// answers with a screenshot taken once the screen has settled, not after a
+// fixed sleep. Bad input is a tool error (isError) with a message the model
+// can act on, never a protocol failure.
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/deskenv/deskenv/hci"
+	deskimage "github.com/deskenv/deskenv/image"
+)
+
+// Mode is a tool shape the server offers.
+type Mode string
+
+const (
+	// ModeComputer offers one Anthropic-shaped tool named computer.
+	ModeComputer Mode = "computer"
+	// ModeTools offers one tool per action.
+	ModeTools Mode = "tools"
+)
+
+// Config configures a Server. The zero value is usable.
+type Config struct {
+	// Modes are the tool shapes to offer. Empty means both, computer and
+	// tools, as cmd/deskenv does by default: the computer tool for agent loops
+	// built on the Anthropic API, the granular tools for every other host.
+	Modes []Mode
+	// Settle is how a mutating action waits for the screen before its
+	// screenshot. Zero fields take the image package's defaults.
+	Settle deskimage.SettleOptions
+	// Name and Version identify the server in the MCP handshake; defaults
+	// "deskenv" and "dev".
+	Name, Version string
+	// Logger receives one debug line per tool call and warnings; default
+	// slog.Default().
+	Logger *slog.Logger
+	// MaxTextBytes caps the text of one type action, below hci's own cap
+	// (hci.MaxTextBytes, 64 KiB) if set lower. Zero means hci's cap.
+	MaxTextBytes int
+}
+
+// Server serves one desktop's executor and screen over MCP.
+type Server struct {
+	exec    *hci.Executor
+	shooter *deskimage.Shooter
+	capt    *deskimage.Capturer
+	cfg     Config
+	log     *slog.Logger
+	space   hci.Space
+
+	tools []Tool // every tool this server offers, in tools/list order
+	mcp   *server.MCPServer
+	http  *server.StreamableHTTPServer
+
+	// last is the base64 of the last image sent, so an unchanged screen,
+	// which the Shooter hands back as the same encoded bytes, is not
+	// re-encoded to base64 either.
+	lastMu   sync.Mutex
+	lastData []byte
+	last64   string
+}
+
+// New builds the MCP server over an executor and the screen of the same
+// display. It registers the tools for cfg.Modes; serve it with Handler or
+// ServeStdio.
+func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capturer, cfg Config) (*Server, error) {
+	if exec == nil || shooter == nil || capt == nil {
+		return nil, errors.New("mcpserver: New needs an executor, a shooter and a capturer (one was nil)")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "deskenv"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxTextBytes < 0 {
+		return nil, fmt.Errorf("mcpserver: MaxTextBytes is %d: it must be 0 (hci's cap of %d) or positive", cfg.MaxTextBytes, hci.MaxTextBytes)
+	}
+	if cfg.MaxTextBytes == 0 || cfg.MaxTextBytes > hci.MaxTextBytes {
+		cfg.MaxTextBytes = hci.MaxTextBytes
+	}
+	if cfg.Settle.Quiet < 0 || cfg.Settle.Max < 0 || cfg.Settle.Interval < 0 {
+		return nil, fmt.Errorf("mcpserver: settle durations must not be negative (quiet %s, max %s, interval %s)",
+			cfg.Settle.Quiet, cfg.Settle.Max, cfg.Settle.Interval)
+	}
+	modes, err := normalizeModes(cfg.Modes)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Modes = modes
+
+	s := &Server{exec: exec, shooter: shooter, capt: capt, cfg: cfg, log: cfg.Logger, space: exec.Space()}
+	if err := s.space.Check(); err != nil {
+		return nil, fmt.Errorf("mcpserver: the executor's space: %w", err)
+	}
+	for _, m := range modes {
+		switch m {
+		case ModeComputer:
+			s.tools = append(s.tools, s.computerTool())
+		case ModeTools:
+			s.tools = append(s.tools, s.actionTools()...)
+		}
+	}
+	for _, t := range s.tools {
+		if reservedName(t.Name) {
+			return nil, fmt.Errorf("mcpserver: tool name %q is reserved by OpenEnv", t.Name)
+		}
+	}
+
+	s.mcp = server.NewMCPServer(cfg.Name, cfg.Version,
+		server.WithToolCapabilities(false),
+		server.WithInstructions(s.instructions()),
+	)
+	serverTools := make([]server.ServerTool, len(s.tools))
+	for i, t := range s.tools {
+		serverTools[i] = t.ServerTool()
+	}
+	s.mcp.AddTools(serverTools...)
+	// The default session manager hands out session ids but accepts requests
+	// without one or with an unknown one, so clients that keep a session
+	// (mcp-remote, the TypeScript SDK) and clients that do not both work, and
+	// a restart of deskenv does not strand a connected host.
+	s.http = server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(s.log))
+	return s, nil
+}
+
+// normalizeModes defaults, checks and de-duplicates the configured modes.
+func normalizeModes(in []Mode) ([]Mode, error) {
+	if len(in) == 0 {
+		return []Mode{ModeComputer, ModeTools}, nil
+	}
+	var out []Mode
+	for _, m := range in {
+		m = Mode(strings.ToLower(strings.TrimSpace(string(m))))
+		switch m {
+		case ModeComputer, ModeTools:
+		default:
+			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action) or both", m, ModeComputer, ModeTools)
+		}
+		if !slices.Contains(out, m) {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// reservedName reports names OpenEnv's MCP bridge keeps for itself.
+func reservedName(name string) bool {
+	switch name {
+	case "reset", "step", "state", "close":
+		return true
+	}
+	return false
+}
+
+func (s *Server) instructions() string {
+	return fmt.Sprintf("This server drives one Linux desktop. Screenshots are %dx%d pixels and every coordinate "+
+		"you send is in that space (origin top-left). Actions that change the screen answer with a screenshot "+
+		"taken once the screen has settled. Key names follow xdotool (ctrl+s, Return, Page_Down).",
+		s.space.ModelW, s.space.ModelH)
+}
+
+// Handler serves MCP over streamable HTTP. cmd/deskenv mounts it at /mcp;
+// it answers on any path it is mounted at.
+func (s *Server) Handler() http.Handler { return s.http }
+
+// ServeStdio serves MCP over in and out (one JSON-RPC message per line) until
+// in ends or ctx is done; both are a clean end and return nil.
+//
+// mcp-go keeps the stdio session in a package variable, so one process should
+// run one ServeStdio at a time.
+func (s *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	std := server.NewStdioServer(s.mcp)
+	std.SetErrorLogger(slog.NewLogLogger(s.log.Handler(), slog.LevelWarn))
+	// One worker keeps tool calls in the order they were sent: it is one
+	// desktop, and a click overtaking the type before it is a different task.
+	server.WithWorkerPoolSize(1)(std)
+	err := std.Listen(ctx, in, out)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mcp over stdio: %w", err)
+	}
+	return nil
+}
+
+// MCP is the underlying mcp-go server, for extensions that add tools,
+// resources or prompts.
+func (s *Server) MCP() *server.MCPServer { return s.mcp }
+
+// Tools returns the tools this server offers, each defined once with its
+// schema, annotations and handler, for other faces (scripts, tool search)
+// that reuse them.
+func (s *Server) Tools() []Tool { return slices.Clone(s.tools) }
