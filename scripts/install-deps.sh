@@ -23,8 +23,20 @@ for group in "$@"; do
   esac
 done
 
+# Node.js may come from elsewhere than Debian (this project's machines ship
+# Node 20 and npm 11 of their own, which Debian's npm package conflicts with):
+# a working command is enough.
+have_cmd() {
+  case "$1" in
+    nodejs) command -v node >/dev/null ;;
+    npm) command -v npm >/dev/null ;;
+    *) return 1 ;;
+  esac
+}
+
 missing=()
 for p in "${want[@]}"; do
+  if have_cmd "$p"; then continue; fi
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
     missing+=("$p")
   fi
