@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -296,4 +297,46 @@ func imageData(t *testing.T, res *mcp.CallToolResult) string {
 	}
 	t.Fatalf("no image in %v", res.Content)
 	return ""
+}
+
+// TestPublishedAsAgent: every tool call, whichever shape, reaches the hci bus
+// as an agent action in the computer tool's input shape, so it is recorded
+// like any other; refused input is not published.
+func TestPublishedAsAgent(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", noProbe: true})
+	c := r.connect(t, "http")
+	evs, stop := r.exec.Bus().Subscribe(0)
+	defer stop()
+	calls := []struct {
+		tool string
+		args map[string]any
+		want string // the published action, "" for none
+	}{
+		{"computer", map[string]any{"action": "mouse_move", "coordinate": []int{5, 6}}, "mouse_move"},
+		{"left_click", map[string]any{"coordinate": []int{7, 8}, "screenshot": false}, "left_click"},
+		{"computer", map[string]any{"action": "left_click", "coordinate": []int{9999, 0}}, ""},
+		{"screenshot", nil, "screenshot"},
+	}
+	for _, cl := range calls {
+		res := call(t, c, cl.tool, cl.args)
+		if res.IsError != (cl.want == "") {
+			t.Fatalf("%s %v: isError %v: %s", cl.tool, cl.args, res.IsError, resultText(res))
+		}
+		if cl.want == "" {
+			continue
+		}
+		select {
+		case ev := <-evs:
+			if ev.Source != hci.SourceAgent || ev.Kind != hci.KindAction || ev.Action == nil || ev.Action.Action != cl.want {
+				t.Errorf("%s: published %+v, want an agent %s action", cl.tool, ev, cl.want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing published on the hci bus", cl.tool)
+		}
+	}
+	select {
+	case ev := <-evs:
+		t.Errorf("unexpected event %+v (a refused action must not be published)", ev)
+	default:
+	}
 }

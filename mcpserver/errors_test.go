@@ -1,9 +1,13 @@
 package mcpserver
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestErrors sends bad input of every kind over each transport: each must be
@@ -127,6 +131,49 @@ func TestNewRejects(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestServeStdioEnds: the end of input and a cancelled context are both a
+// clean end of ServeStdio, and garbage on the way is answered, not fatal.
+func TestServeStdioEnds(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", noProbe: true})
+	tests := []struct {
+		name   string
+		input  string
+		cancel bool
+		want   string // in the output
+	}{
+		{"eof", "", false, ""},
+		{"garbage then eof", "this is not json\n", false, "Parse error"},
+		{"cancelled while waiting", "", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var in io.Reader = strings.NewReader(tc.input)
+			if tc.cancel {
+				pr, pw := io.Pipe()
+				defer pw.Close()
+				in = pr
+				time.AfterFunc(100*time.Millisecond, cancel)
+			}
+			var out bytes.Buffer
+			done := make(chan error, 1)
+			go func() { done <- r.srv.ServeStdio(ctx, in, &out) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("ServeStdio: %v, want nil", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("ServeStdio did not return")
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Errorf("output %q, want it to contain %q", out.String(), tc.want)
 			}
 		})
 	}
