@@ -302,3 +302,35 @@ func clickCoordinate(action, f string) bool {
 	}
 	return false
 }
+
+// TestSpaceChanged: after the model space changes, the tools describe the new
+// one and screenshots and coordinates follow it.
+func TestSpaceChanged(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1920, h: 1200, model: "auto", noProbe: true})
+	c := r.connect(t, "http")
+	sp, err := hci.NewSpace(1920, 1200, "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.exec.SetSpace(sp)
+	r.shoot.SetModelSize(sp.ModelW, sp.ModelH)
+	if err := r.srv.SpaceChanged(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range res.Tools {
+		if !strings.Contains(tl.Description, "1920") {
+			t.Errorf("%s still describes the old space: %q", tl.Name, tl.Description)
+		}
+	}
+	shot := call(t, c, "computer", map[string]any{"action": "screenshot"})
+	if got := resultImages(t, shot); fmt.Sprint(got) != "[[1920 1200]]" {
+		t.Errorf("screenshot %v after the change, want 1920x1200", got)
+	}
+	if res := call(t, c, "left_click", map[string]any{"coordinate": []int{1900, 1100}, "screenshot": false}); res.IsError {
+		t.Errorf("a coordinate valid only in the new space was refused: %s", resultText(res))
+	}
+}

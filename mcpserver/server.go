@@ -72,11 +72,12 @@ type Server struct {
 	capt    *deskimage.Capturer
 	cfg     Config
 	log     *slog.Logger
-	space   hci.Space
 
-	tools []Tool // every tool this server offers, in tools/list order
-	mcp   *server.MCPServer
-	http  *server.StreamableHTTPServer
+	toolsMu sync.RWMutex
+	space   hci.Space // the model space the tools describe
+	tools   []Tool    // every tool this server offers, in tools/list order
+	mcp     *server.MCPServer
+	http    *server.StreamableHTTPServer
 
 	// last is the base64 of the last image sent, so an unchanged screen,
 	// which the Shooter hands back as the same encoded bytes, is not
@@ -122,14 +123,7 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 	if err := s.space.Check(); err != nil {
 		return nil, fmt.Errorf("mcpserver: the executor's space: %w", err)
 	}
-	for _, m := range modes {
-		switch m {
-		case ModeComputer:
-			s.tools = append(s.tools, s.computerTool())
-		case ModeTools:
-			s.tools = append(s.tools, s.actionTools()...)
-		}
-	}
+	s.tools = s.buildTools()
 	for _, t := range s.tools {
 		if reservedName(t.Name) {
 			return nil, fmt.Errorf("mcpserver: tool name %q is reserved by OpenEnv", t.Name)
@@ -137,20 +131,58 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 	}
 
 	s.mcp = server.NewMCPServer(cfg.Name, cfg.Version,
-		server.WithToolCapabilities(false),
+		// listChanged: the schemas carry the model space, and change with it
+		// (SpaceChanged).
+		server.WithToolCapabilities(true),
 		server.WithInstructions(s.instructions()),
 	)
-	serverTools := make([]server.ServerTool, len(s.tools))
-	for i, t := range s.tools {
-		serverTools[i] = t.ServerTool()
-	}
-	s.mcp.AddTools(serverTools...)
+	s.mcp.AddTools(serverTools(s.tools)...)
 	// The default session manager hands out session ids but accepts requests
 	// without one or with an unknown one, so clients that keep a session
 	// (mcp-remote, the TypeScript SDK) and clients that do not both work, and
 	// a restart of deskenv does not strand a connected host.
 	s.http = server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(s.log))
 	return s, nil
+}
+
+// buildTools defines the tools of the configured modes for s.space.
+func (s *Server) buildTools() []Tool {
+	var tools []Tool
+	for _, m := range s.cfg.Modes {
+		switch m {
+		case ModeComputer:
+			tools = append(tools, s.computerTool())
+		case ModeTools:
+			tools = append(tools, s.actionTools()...)
+		}
+	}
+	return tools
+}
+
+func serverTools(tools []Tool) []server.ServerTool {
+	out := make([]server.ServerTool, len(tools))
+	for i, t := range tools {
+		out[i] = t.ServerTool()
+	}
+	return out
+}
+
+// SpaceChanged re-describes the tools after the executor's model space
+// changed (a resize, another model size): their descriptions and coordinate
+// bounds carry it. Connected clients are told the tool list changed. Tools
+// that extensions added through MCP() are left alone.
+func (s *Server) SpaceChanged() error {
+	sp := s.exec.Space()
+	if err := sp.Check(); err != nil {
+		return fmt.Errorf("mcpserver: the executor's new space: %w", err)
+	}
+	s.toolsMu.Lock()
+	s.space = sp
+	s.tools = s.buildTools()
+	tools := s.tools
+	s.toolsMu.Unlock()
+	s.mcp.AddTools(serverTools(tools)...)
+	return nil
 }
 
 // normalizeModes defaults, checks and de-duplicates the configured modes.
@@ -221,4 +253,8 @@ func (s *Server) MCP() *server.MCPServer { return s.mcp }
 // Tools returns the tools this server offers, each defined once with its
 // schema, annotations and handler, for other faces (scripts, tool search)
 // that reuse them.
-func (s *Server) Tools() []Tool { return slices.Clone(s.tools) }
+func (s *Server) Tools() []Tool {
+	s.toolsMu.RLock()
+	defer s.toolsMu.RUnlock()
+	return slices.Clone(s.tools)
+}
