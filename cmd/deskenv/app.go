@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -15,6 +16,7 @@ import (
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/mcpserver"
+	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/task"
 	"github.com/deskenv/deskenv/web"
@@ -32,6 +34,7 @@ type app struct {
 	mcp     *mcpserver.Server
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
+	rec     *record.Recorder
 	auth    *control.Auth
 	closers []func() error
 	started time.Time
@@ -138,6 +141,47 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	}
 	a.closers = append(a.closers, a.control.Close)
 
+	// The recorder writes episodes under --episodes (one directory per
+	// desktop in pool mode); recording starts and stops on request.
+	episodes, err := cfg.episodesDir()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Desktops > 1 {
+		episodes = filepath.Join(episodes, filepath.Base(home))
+	}
+	a.rec, err = record.New(episodes, a.exec, a.shooter, a.capt, record.Options{
+		Logger: log,
+		Current: func() (record.EpisodeInfo, bool) {
+			ep := a.control.Current()
+			if ep == nil {
+				return record.EpisodeInfo{}, false
+			}
+			return record.EpisodeInfo{ID: ep.ID, TaskID: ep.TaskID, Instruction: ep.Instruction}, true
+		},
+		Finish: func(ctx context.Context, id string) (*record.Outcome, error) {
+			ep, err := a.control.End(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
+			for _, r := range ep.Reasons {
+				out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
+			}
+			return out, nil
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--episodes: %w", err)
+	}
+	a.closers = append(a.closers, func() error {
+		if a.rec.Status().Recording {
+			_, err := a.rec.Stop(context.Background(), nil)
+			return err
+		}
+		return nil
+	})
+
 	log.Info("desktop ready", "display", a.display.Name(), "screen", fmt.Sprintf("%dx%d", sw, sh),
 		"model", fmt.Sprintf("%dx%d", space.ModelW, space.ModelH), "mcp_tools", cfg.MCPTools)
 	return a, nil
@@ -160,6 +204,9 @@ func (a *app) Handler() http.Handler {
 	for _, p := range a.control.Patterns() {
 		mux.Handle(p, ctl)
 	}
+	// More specific than the control plane's /api/.
+	mux.Handle("/api/recording", a.auth.Require(control.RoleOperator)(a.rec.Handler()))
+	mux.Handle("/api/recording/", a.auth.Require(control.RoleOperator)(a.rec.Handler()))
 	return mux
 }
 

@@ -79,7 +79,7 @@ func defaultConfig() config {
 		Preset:      "ultrafast",
 		Policy:      "shared",
 		Mode:        "sim",
-		Episodes:    "episodes",
+		Episodes:    "",
 		Desktops:    1,
 		LogLevel:    "info",
 		LogFormat:   "text",
@@ -123,7 +123,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.OperatorToken, "operator-token", "bearer token for operators (control plane and human control)")
 	str(&c.ViewerToken, "viewer-token", "bearer token for viewers (watch only)")
 	str(&c.TokensFile, "tokens-file", "file with lines ROLE=TOKEN (agent, operator, viewer)")
-	str(&c.Episodes, "episodes", "directory where episodes are recorded")
+	str(&c.Episodes, "episodes", "directory where episodes are recorded (default: $XDG_DATA_HOME/deskenv/episodes)")
 
 	num(&c.Desktops, "desktops", "pool mode: run this many independent desktops, each under /d/{i}/, handed out by POST /leases")
 
@@ -251,20 +251,41 @@ func (c *config) screenSize() (w, h, depth int, err error) {
 func (c *config) desktopHome() (string, error) {
 	home := c.Home
 	if home == "" {
-		base := os.Getenv("XDG_DATA_HOME")
-		if base == "" {
-			h, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("no --home given and no home directory to put one in: %w", err)
-			}
-			base = filepath.Join(h, ".local", "share")
+		base, err := dataDir()
+		if err != nil {
+			return "", fmt.Errorf("no --home given: %w", err)
 		}
-		home = filepath.Join(base, "deskenv", "home")
+		home = filepath.Join(base, "home")
 	}
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("--home %s: %w", home, err)
 	}
 	return home, nil
+}
+
+// episodesDir is --episodes, or a directory beside the desktop's home.
+func (c *config) episodesDir() (string, error) {
+	if c.Episodes != "" {
+		return c.Episodes, nil
+	}
+	base, err := dataDir()
+	if err != nil {
+		return "", fmt.Errorf("no --episodes given: %w", err)
+	}
+	return filepath.Join(base, "episodes"), nil
+}
+
+// dataDir is where deskenv keeps its own files: $XDG_DATA_HOME/deskenv.
+func dataDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no home directory to keep deskenv's files in: %w", err)
+		}
+		base = filepath.Join(h, ".local", "share")
+	}
+	return filepath.Join(base, "deskenv"), nil
 }
 
 func (c *config) apps() [][]string {

@@ -102,7 +102,8 @@ func buildBinary(t *testing.T) string {
 // SIGTERM: no child process may outlive it.
 func TestApplianceEndToEnd(t *testing.T) {
 	bin := buildBinary(t)
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--no-stream")
+	episodes := t.TempDir()
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--no-stream", "--episodes", episodes)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -186,6 +187,31 @@ func TestApplianceEndToEnd(t *testing.T) {
 	}
 	if b := pic.Bounds(); b.Dx() != 1280 || b.Dy() != 800 {
 		t.Fatalf("screenshot is %v, want 1280x800", b)
+	}
+
+	// Record an agent's click: the episode lands on disk in the computer
+	// tool's shape.
+	post := func(path, body string) int {
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("/api/recording/start", `{"episode_id":"e2e-1","source":"agent"}`); code >= 300 {
+		t.Fatalf("start recording: %d", code)
+	}
+	req.Params.Arguments = map[string]any{"action": "left_click", "coordinate": []int{300, 200}}
+	if res, err := c.CallTool(ctx, req); err != nil || res.IsError {
+		t.Fatalf("left_click: %v %+v", err, res)
+	}
+	if code := post("/api/recording/stop", `{}`); code >= 300 {
+		t.Fatalf("stop recording: %d", code)
+	}
+	steps, err := os.ReadFile(filepath.Join(episodes, "e2e-1", "steps.jsonl"))
+	if err != nil || !strings.Contains(string(steps), `"left_click"`) || !strings.Contains(string(steps), "[300,200]") {
+		t.Fatalf("recorded steps: %v\n%s", err, steps)
 	}
 	c.Close()
 
