@@ -26,7 +26,7 @@ type Options struct {
 	// Thresholds reduce a person's input (zero fields take the defaults).
 	Thresholds Thresholds
 	// Settle is how long the screen must be still before an observation is
-	// taken (default: quiet 80 ms, at most 1 s), and InputQuiet how long
+	// taken (default: quiet 80 ms sampled every 20 ms, at most 1 s), and InputQuiet how long
 	// input must pause first (default 100 ms): a person typing fast gets one
 	// observation when they pause, not one per key.
 	Settle     image.SettleOptions
@@ -61,7 +61,9 @@ func (o *Options) defaults() {
 		o.Logger = slog.Default()
 	}
 	if o.Settle == (image.SettleOptions{}) {
-		o.Settle = image.SettleOptions{Quiet: 80 * time.Millisecond, Max: time.Second}
+		// Sampled every 20 ms, not image's 10: each sample is a full-screen
+		// capture the X server must serve between the user's own requests.
+		o.Settle = image.SettleOptions{Quiet: 80 * time.Millisecond, Max: time.Second, Interval: 20 * time.Millisecond}
 	}
 	if o.InputQuiet <= 0 {
 		o.InputQuiet = 100 * time.Millisecond
@@ -629,7 +631,7 @@ func (ep *Episode) finish(ctx context.Context, outcome *Outcome) error {
 	if len(ep.pending) > 0 {
 		// Wait for the observation after the last steps, a little.
 		ep.requestObservation()
-		wait := time.NewTimer(ep.r.opt.Settle.Max + ep.r.opt.InputQuiet + 2*time.Second)
+		wait := time.NewTimer(ep.r.opt.Settle.Max + 3*time.Second)
 	waiting:
 		for len(ep.pending) > 0 {
 			select {
@@ -722,7 +724,7 @@ func (ep *Episode) observer(ctx context.Context) {
 		deadline := time.Now().Add(time.Second)
 	debounce:
 		for time.Now().Before(deadline) {
-			t := time.NewTimer(opt.InputQuiet)
+			t := time.NewTimer(min(opt.InputQuiet, time.Until(deadline)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
