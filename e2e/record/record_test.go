@@ -330,6 +330,11 @@ func TestBrowserDemoReplays(t *testing.T) {
 	if !strings.Contains(string(out), "reward: 1 (recorded: 1)") {
 		t.Errorf("replay did not report the same reward")
 	}
+	// The person's burst (click, type, Return within a fraction of a second)
+	// was observed once, after Return: that screen must come back exactly.
+	if strings.Contains(string(out), "DIVERGED") || !strings.Contains(string(out), "observations match") {
+		t.Errorf("the replayed screens differ from the recorded ones")
+	}
 }
 
 func outcomeOf(ep control.Episode) *record.Outcome {
