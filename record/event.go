@@ -92,8 +92,9 @@ type Step struct {
 	Err string `json:"error,omitempty"`
 }
 
-// Shot is one line of shots.jsonl: an observation taken during the episode.
-// Consecutive observations of an unchanged screen share one file.
+// Shot is one line of shots.jsonl: an observation a step refers to (the
+// others are not kept). Observations of an identical screen share one file;
+// N counts every observation taken, so gaps are the ones dropped.
 type Shot struct {
 	N    int     `json:"n"` // observation number, from 0
 	T    float64 `json:"t"` // capture time, episode seconds

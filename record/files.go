@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"syscall"
 	"time"
 )
@@ -286,6 +287,9 @@ func Open(dir string) (*Recording, error) {
 		return nil, err
 	}
 	rec.Torn += torn
+	// Observations are written when a step first needs them, not quite in
+	// the order they were taken.
+	sort.SliceStable(rec.Shots, func(i, j int) bool { return rec.Shots[i].N < rec.Shots[j].N })
 	if rec.Frames, torn, err = readLines[Frame](filepath.Join(dir, FramesFile)); err != nil {
 		return nil, err
 	}

@@ -195,11 +195,10 @@ type Episode struct {
 	shots         *lines
 	lock          *os.File
 	red           *Reducer
-	obs           []Shot
-	pending       []Step
-	lastShotHash  uint64
-	lastShotFile  string
-	shotFiles     int
+	obs           []observation
+	gcFrom        int
+	pending       []pendingStep
+	shotFiles     map[uint64]string // written observations by screen hash
 	lastSeq       uint64
 	dropped       uint64
 	sources       map[string]bool
@@ -264,7 +263,7 @@ func (r *Recorder) Start(ctx context.Context, info EpisodeInfo) (*Episode, error
 		r: r, id: info.ID, dir: dir,
 		ctl: make(chan ctlMsg), obsReq: make(chan struct{}, 1), obsRes: make(chan obsResult),
 		loopDone: make(chan struct{}), obsDone: make(chan struct{}), videoDone: make(chan struct{}),
-		red: NewReducer(r.exec.Space(), r.opt.Thresholds), sources: map[string]bool{},
+		red: NewReducer(r.exec.Space(), r.opt.Thresholds), sources: map[string]bool{}, shotFiles: map[uint64]string{},
 	}
 	if err := ep.open(ctx, info); err != nil {
 		ep.closeFiles()
@@ -490,30 +489,47 @@ func (ep *Episode) requestObservation() {
 func (ep *Episode) emit(steps []Step) {
 	for _, st := range steps {
 		st.Step = int(ep.nSteps.Load()) + len(ep.pending)
-		st.Before = ep.before(st.TStart)
-		ep.pending = append(ep.pending, st)
+		ep.pending = append(ep.pending, pendingStep{Step: st, before: ep.beforeIdx(st.TStart)})
 		ep.requestObservation()
 	}
 	ep.resolve(false)
+}
+
+// pendingStep is a step waiting for its observation after.
+type pendingStep struct {
+	Step
+	before int // observation index, -1 for none
+}
+
+// observation is one observation; its PNG is kept in memory until a step
+// refers to it (then it is written) or none can any more (then it is
+// dropped), so a person typing in bursts does not leave a file per key.
+type observation struct {
+	Shot
+	data    []byte
+	written bool
 }
 
 // resolve writes pending steps, in order, whose observation after exists;
 // with force, all of them.
 func (ep *Episode) resolve(force bool) {
 	for len(ep.pending) > 0 {
-		st := &ep.pending[0]
-		if after := ep.after(st.TEnd); after != "" {
-			st.After = after
-		} else if !force {
-			return
+		p := &ep.pending[0]
+		after := ep.afterIdx(p.TEnd)
+		if after < 0 && !force {
+			break
 		}
-		if err := ep.steps.write(st); err != nil {
+		st := p.Step
+		st.Before = ep.materialize(p.before)
+		st.After = ep.materialize(after)
+		if err := ep.steps.write(&st); err != nil {
 			ep.fail(err)
 		}
 		ep.sources[sourceKind(st.Source)] = true
 		ep.nSteps.Add(1)
 		ep.pending = ep.pending[1:]
 	}
+	ep.gc()
 }
 
 func sourceKind(s hci.Source) string {
@@ -523,30 +539,80 @@ func sourceKind(s hci.Source) string {
 	return string(s)
 }
 
-// before is the last observation captured at or before t.
-func (ep *Episode) before(t float64) string {
+// beforeIdx is the last observation captured at or before t, or -1.
+func (ep *Episode) beforeIdx(t float64) int {
 	for i := len(ep.obs) - 1; i >= 0; i-- {
 		if ep.obs[i].T <= t {
-			return ep.obs[i].File
+			return i
 		}
 	}
-	return ""
+	return -1
 }
 
-// after is the first observation captured at or after t.
-func (ep *Episode) after(t float64) string {
+// afterIdx is the first observation captured at or after t, or -1.
+func (ep *Episode) afterIdx(t float64) int {
 	if n := len(ep.obs); n == 0 || ep.obs[n-1].T < t {
+		return -1
+	}
+	for i := len(ep.obs) - 1; i >= 0; i-- {
+		if ep.obs[i].T < t {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// materialize writes observation i (once; an identical screen shares the
+// file of its first observation) and returns its file, "" for none.
+func (ep *Episode) materialize(i int) string {
+	if i < 0 || i >= len(ep.obs) {
 		return ""
 	}
-	for _, o := range ep.obs {
-		if o.T >= t {
-			return o.File
-		}
+	o := &ep.obs[i]
+	if o.written {
+		return o.File
 	}
-	return ""
+	if o.data == nil {
+		return "" // dropped: cannot happen for a step's own observations
+	}
+	name, ok := ep.shotFiles[o.Hash]
+	if !ok {
+		name = filepath.Join(ShotsDir, fmt.Sprintf("%06d.png", len(ep.shotFiles)))
+		if err := writeFileAtomic(filepath.Join(ep.dir, name), o.data); err != nil {
+			ep.fail(err)
+			return ""
+		}
+		ep.shotFiles[o.Hash] = name
+	}
+	o.File, o.written, o.data = name, true, nil
+	if err := ep.shots.write(o.Shot); err != nil {
+		ep.fail(err)
+	}
+	ep.nShots.Add(1)
+	return name
 }
 
-// observed stores an observation: a new file when the screen changed.
+// gcMargin bounds how late an action's event may arrive after it started
+// (wait and hold_key last up to 100 s): observations this recent are kept.
+const gcMargin = 2 * time.Minute
+
+// gc drops the PNGs of observations no step can refer to any more: those
+// before the last one captured before anything that may still become a step.
+func (ep *Episode) gc() {
+	horizon := ep.now() - gcMargin.Seconds()
+	if len(ep.pending) > 0 {
+		horizon = min(horizon, ep.pending[0].TStart)
+	}
+	if t, ok := ep.red.PendingStart(); ok {
+		horizon = min(horizon, t)
+	}
+	k := ep.beforeIdx(horizon)
+	for ; ep.gcFrom < k; ep.gcFrom++ {
+		ep.obs[ep.gcFrom].data = nil
+	}
+}
+
+// observed keeps an observation until a step needs it.
 func (ep *Episode) observed(res obsResult) {
 	if res.err != nil {
 		if !errors.Is(res.err, context.Canceled) {
@@ -555,24 +621,13 @@ func (ep *Episode) observed(res obsResult) {
 		return
 	}
 	s := res.shot
-	if ep.lastShotFile == "" || s.Hash != ep.lastShotHash {
-		name := filepath.Join(ShotsDir, fmt.Sprintf("%06d.png", ep.shotFiles))
-		if err := writeFileAtomic(filepath.Join(ep.dir, name), s.Data); err != nil {
-			ep.fail(err)
-			return
-		}
-		ep.shotFiles++
-		ep.lastShotHash, ep.lastShotFile = s.Hash, name
-	}
-	sh := Shot{N: len(ep.obs), T: secs(s.Captured.Sub(ep.zero)), File: ep.lastShotFile, W: s.Width, H: s.Height, Hash: s.Hash}
+	sh := Shot{N: len(ep.obs), T: secs(s.Captured.Sub(ep.zero)), W: s.Width, H: s.Height, Hash: s.Hash}
 	if n := len(ep.obs); n > 0 && sh.T < ep.obs[n-1].T {
-		sh.T = ep.obs[n-1].T // keep the index in time order
+		sh.T = ep.obs[n-1].T // keep them in time order
 	}
-	ep.obs = append(ep.obs, sh)
-	if err := ep.shots.write(sh); err != nil {
-		ep.fail(err)
-	}
-	ep.nShots.Add(1)
+	// An unchanged screen comes back from the shooter as the same bytes:
+	// holding it twice costs nothing.
+	ep.obs = append(ep.obs, observation{Shot: sh, data: s.Data})
 	ep.resolve(false)
 }
 

@@ -234,6 +234,31 @@ func (r *Reducer) tick(now float64) {
 	}
 }
 
+// PendingStart is the earliest start of a step not yet returned (one being
+// built, a button or modifier held, or a wait that the next event could
+// close), and whether there is one.
+func (r *Reducer) PendingStart() (float64, bool) {
+	t, ok := 0.0, false
+	take := func(v float64) {
+		if !ok || v < t {
+			t, ok = v, true
+		}
+	}
+	if r.open != nil {
+		take(r.open.t0)
+	}
+	if r.press != nil {
+		take(r.press.t0)
+	}
+	for _, m := range r.mods {
+		take(m.t0)
+	}
+	if r.haveLast {
+		take(r.lastEnd)
+	}
+	return t, ok
+}
+
 // Flush completes everything still being built, as at the end of an
 // episode, and returns those steps.
 func (r *Reducer) Flush() []Step {
