@@ -2,6 +2,7 @@
 
 import { Session, signalURL } from './session.js';
 import { Input } from './input.js';
+import { Recording } from './recording.js';
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -297,3 +298,10 @@ window.deskenv = {
 session.start();
 el.stage.focus({ preventScroll: true });
 renderState();
+
+// The recording marker and, for operators, the record button.
+const recording = new Recording({
+  marker: $('rec'), button: $('rec-btn'), pause: $('rec-pause'),
+  token: new URL(location.href).searchParams.get('token'), toast,
+});
+recording.start();

@@ -1,0 +1,79 @@
+// Recording: a marker everyone with access to the recorder's status sees while
+// the desktop is being recorded, and start/pause/stop for operators. It talks
+// to /api/recording (operator role); a viewer without access sees nothing.
+
+/** recordingURL is the recorder's endpoint next to the page (works under /d/{i}/). */
+export function recordingURL(loc, path = '') {
+  return new URL('api/recording' + path, new URL(loc.href)).toString();
+}
+
+export class Recording {
+  constructor({ marker, button, pause, token, toast }) {
+    this.marker = marker; this.button = button; this.pauseBtn = pause;
+    this.toast = toast; this.status = null;
+    this.headers = { 'Content-Type': 'application/json' };
+    if (token) this.headers.Authorization = `Bearer ${token}`;
+    button.addEventListener('click', () => this.toggle());
+    pause.addEventListener('click', () => this.togglePause());
+  }
+
+  async call(method, path, body) {
+    const res = await fetch(recordingURL(location, path), {
+      method, headers: this.headers, body: body ? JSON.stringify(body) : undefined,
+    });
+    const data = await res.json().catch(() => ({}));
+    if (!res.ok) throw Object.assign(new Error(data.error || res.statusText), { status: res.status });
+    return data;
+  }
+
+  async poll() {
+    try {
+      this.show(await this.call('GET', ''));
+    } catch (err) {
+      // 401/403: this link may not see the recorder; hide the controls.
+      this.show(null);
+    }
+  }
+
+  show(st) {
+    this.status = st;
+    const on = !!(st && st.recording);
+    const paused = !!(st && st.paused);
+    this.marker.hidden = !on;
+    this.marker.textContent = paused ? 'REC paused' : 'REC';
+    this.marker.dataset.state = paused ? 'paused' : 'recording';
+    this.button.hidden = !st;
+    this.pauseBtn.hidden = !on;
+    this.button.textContent = on ? 'Stop recording' : 'Record';
+    this.pauseBtn.textContent = paused ? 'Resume' : 'Pause';
+  }
+
+  async toggle() {
+    try {
+      if (this.status && this.status.recording) {
+        await this.call('POST', '/stop', {});
+        this.toast('recording stopped and saved');
+      } else {
+        await this.call('POST', '/start', { source: 'human' });
+        this.toast('recording');
+      }
+    } catch (err) {
+      this.toast(`recording: ${err.message}`);
+    }
+    this.poll();
+  }
+
+  async togglePause() {
+    try {
+      await this.call('POST', this.status && this.status.paused ? '/resume' : '/pause');
+    } catch (err) {
+      this.toast(`recording: ${err.message}`);
+    }
+    this.poll();
+  }
+
+  start(periodMs = 2000) {
+    this.poll();
+    this.timer = setInterval(() => this.poll(), periodMs);
+  }
+}
