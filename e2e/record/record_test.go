@@ -318,6 +318,24 @@ func TestBrowserDemoReplays(t *testing.T) {
 		t.Fatalf("the demo reduced to\n  %s\nwant\n  %s", strings.Join(acts, "\n  "), strings.Join(want, "\n  "))
 	}
 
+	// deskenv export, read back by DuckDB: the demo as three rows.
+	dataset := filepath.Join(t.TempDir(), "demo", "train.parquet")
+	export := exec.CommandContext(ctx, bin, "export", "--out", dataset, "--task", "hello-file", "--source", "human", "--outcome", "success", episodes)
+	if out, err := export.CombinedOutput(); err != nil || !strings.Contains(string(out), "3 rows from 1 episodes") {
+		t.Fatalf("deskenv export: %v\n%s", err, out)
+	}
+	dk := readWithDuckDB(t, dataset)
+	var exported []string
+	for _, r := range dk.Images {
+		exported = append(exported, r.Action)
+	}
+	if !reflect.DeepEqual(exported, []string{"left_click", "type", "key"}) || !dk.Images[2].Done || *dk.Images[2].Reward != 1 {
+		t.Errorf("exported rows %v, last %+v", exported, dk.Images[2])
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(dataset), "README.md")); err != nil {
+		t.Errorf("no dataset card beside the export: %v", err)
+	}
+
 	// Replay on a fresh desktop of the appliance's own making.
 	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", t.TempDir(),
 		"--out", t.TempDir(), recEp.Dir())
