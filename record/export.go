@@ -285,7 +285,7 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 	if fi, err := os.Stat(out); err == nil {
 		st.Bytes = fi.Size()
 	}
-	st.Card = filepath.Join(filepath.Dir(out), "README.md")
+	st.Card = cardPath(filepath.Dir(out))
 	if err := os.WriteFile(st.Card, []byte(datasetCard(out, opt, st)), 0o644); err != nil {
 		return st, fmt.Errorf("write the dataset card: %w", err)
 	}
@@ -387,6 +387,22 @@ func strPtr(s string) *string {
 	return &s
 }
 
+// cardMarker marks a README.md as a card deskenv wrote, which the next export
+// may replace; any other README.md is left alone.
+const cardMarker = "<!-- dataset card written by deskenv export -->"
+
+// cardPath is README.md in dir, unless dir has a README.md of someone else's
+// (exporting into a project's root must not eat its README): then
+// DATASET_CARD.md.
+func cardPath(dir string) string {
+	p := filepath.Join(dir, "README.md")
+	b, err := os.ReadFile(p)
+	if err != nil || strings.Contains(string(b), cardMarker) {
+		return p
+	}
+	return filepath.Join(dir, "DATASET_CARD.md")
+}
+
 // datasetCard is the README.md written beside an export.
 func datasetCard(out string, opt ExportOptions, st ExportStats) string {
 	name := opt.Name
@@ -402,7 +418,7 @@ func datasetCard(out string, opt ExportOptions, st ExportStats) string {
 	} else {
 		b.WriteString("dataset_info:\n  features:\n  - name: image\n    dtype: image\n")
 	}
-	b.WriteString("tags:\n- computer-use\n- gui-agent\n- demonstrations\n- deskenv\n---\n\n")
+	b.WriteString("tags:\n- computer-use\n- gui-agent\n- demonstrations\n- deskenv\n---\n" + cardMarker + "\n\n")
 	fmt.Fprintf(&b, "# %s\n\n", name)
 	fmt.Fprintf(&b, "Desktop episodes recorded with deskenv and exported on %s: one row per step, each step an action of Anthropic's `computer` tool (`computer_20251124`) with the screenshot it was taken on, exactly as a model would have seen it (scaled to model space: model_w x model_h).\n\n",
 		time.Now().UTC().Format("2006-01-02"))

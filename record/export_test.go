@@ -147,6 +147,28 @@ func TestExport(t *testing.T) {
 	}
 }
 
+// An export into a directory whose README.md is someone else's leaves it
+// alone; a card of its own is replaced.
+func TestExportKeepsForeignReadme(t *testing.T) {
+	dir := recordTwo(t)
+	out := t.TempDir()
+	readme := filepath.Join(out, "README.md")
+	os.WriteFile(readme, []byte("# my project\n"), 0o644)
+	st, err := Export(context.Background(), dir, filepath.Join(out, "train.parquet"), ExportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(readme); string(b) != "# my project\n" || filepath.Base(st.Card) != "DATASET_CARD.md" {
+		t.Errorf("README.md now %q, card %s", b, st.Card)
+	}
+	os.Remove(readme)
+	for i := 0; i < 2; i++ {
+		if st, err = Export(context.Background(), dir, filepath.Join(out, "train.parquet"), ExportOptions{}); err != nil || filepath.Base(st.Card) != "README.md" {
+			t.Errorf("export %d: card %s, %v; want README.md (its own card is replaced)", i, st.Card, err)
+		}
+	}
+}
+
 func mustExport(t *testing.T, dir string) string {
 	out := filepath.Join(t.TempDir(), "x.parquet")
 	if _, err := Export(context.Background(), dir, out, ExportOptions{}); err != nil {
