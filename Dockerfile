@@ -1,29 +1,75 @@
-# deskenv appliance image. Both stages install their packages with the same
-# scripts/install-deps.sh that `make run`, `make test` and CI use.
+# deskenv appliance image: one desktop (Xvfb, openbox, xterm, Chromium, Mousepad)
+# served to agents over MCP, to people over WebRTC and to trainers over the
+# control plane, from one port.
+#
+# Both stages install their Debian packages with scripts/install-deps.sh, the
+# same script `make run`, `make test` and CI use, so the image and a developer's
+# machine cannot drift apart. scripts/check-runtime.sh rebuilds this runtime
+# layout (user, paths, environment, entrypoint) on a plain Debian host and
+# drives it, and deploy/deploy_test.go lints this file: keep the three in step.
+#
+#   docker build -t deskenv .
+#   docker run --rm -p 8080:8080 -p 8443:8443/udp --shm-size 1g \
+#     -e DESKENV_OPERATOR_TOKEN=... -e DESKENV_AGENT_TOKEN=... deskenv
+#
+# Without any token the appliance listens on 127.0.0.1 only (anyone who reaches
+# the port could drive the desktop), which inside a container means nobody
+# outside it. Give it tokens (DESKENV_AGENT_TOKEN, DESKENV_OPERATOR_TOKEN,
+# DESKENV_VIEWER_TOKEN or DESKENV_TOKENS_FILE) and it listens on :8080; or, on
+# a network you trust, say so explicitly with -e DESKENV_ADDR=0.0.0.0:8080.
+# docs/DEPLOY.md has the rest.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY scripts/install-deps.sh scripts/install-deps.sh
-RUN ./scripts/install-deps.sh build
+RUN ./scripts/install-deps.sh build \
+ && rm -rf /var/lib/apt/lists/*
+# Modules first: this layer survives edits to the source.
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w" -o /out/deskenv ./cmd/deskenv
+ARG VERSION=dev
+RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/deskenv ./cmd/deskenv \
+ && /out/deskenv version
 
-FROM debian:bookworm-slim
+FROM debian:bookworm-slim AS runtime
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="deskenv" \
+      org.opencontainers.image.description="A Linux desktop for computer-use agents (MCP), people (WebRTC) and trainers (control plane)" \
+      org.opencontainers.image.version="${VERSION}"
 COPY scripts/install-deps.sh /usr/local/lib/deskenv/install-deps.sh
 RUN /usr/local/lib/deskenv/install-deps.sh runtime \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 1000 --shell /bin/bash desk
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+# One unprivileged user owns the desktop. /home/desk is the desktop user's home,
+# restored to what the image ships on every reset; anything that must outlive
+# a reset (episodes) lives under /var/lib/deskenv instead. /tmp/.X11-unix is
+# made here, sticky and root-owned as X expects, so Xvfb running as desk does
+# not have to make its own.
+RUN groupadd --gid 1000 desk \
+ && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/desk --shell /bin/bash desk \
+ && install -d -o desk -g desk -m 0755 /var/lib/deskenv /var/lib/deskenv/episodes \
+ && install -d -o root -g root -m 1777 /tmp/.X11-unix
+COPY tasks /usr/share/deskenv/tasks
 COPY --from=build /out/deskenv /usr/local/bin/deskenv
 
 USER desk
-WORKDIR /home/desk
-ENV DESKENV_ADDR=0.0.0.0:8080 \
-    DESKENV_HOME=/home/desk
-# 8080: HTTP (browser client, /mcp, control plane). 8443/udp: WebRTC media when
-# started with --udp-port 8443 (one port is easier to publish than a range).
-EXPOSE 8080 8443/udp
-HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
+WORKDIR /var/lib/deskenv
+# DESKENV_ADDR is deliberately unset: see the top of this file.
+# DESKENV_UDP_PORT puts all WebRTC media on the one published UDP port.
+# DESKENV_TASKS loads the example tasks; mount your own directory over it.
+ENV HOME=/home/desk \
+    LANG=C.UTF-8 \
+    DESKENV_HOME=/home/desk \
+    DESKENV_TASKS=/usr/share/deskenv/tasks \
+    DESKENV_EPISODES=/var/lib/deskenv/episodes \
+    DESKENV_UDP_PORT=8443 \
+    DESKENV_LOG_FORMAT=json
+# 8080/tcp: everything HTTP (browser client, /mcp, control plane, /health).
+# 8443/udp: WebRTC media for people watching; agents never need it.
+EXPOSE 8080/tcp 8443/udp
+HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
   CMD ["deskenv", "health", "--url", "http://127.0.0.1:8080/health"]
-ENTRYPOINT ["deskenv"]
+# tini is PID 1: it forwards SIGTERM to deskenv and reaps the orphans that
+# desktop apps leave behind (a browser's helpers, a terminal's background jobs),
+# which deskenv, waiting only for its own children, would leave as zombies.
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/deskenv"]

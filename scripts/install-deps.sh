@@ -7,9 +7,12 @@
 set -euo pipefail
 
 build=(gcc libc6-dev pkg-config libx264-dev libyuv-dev)
-runtime=(xvfb xauth openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
-         fonts-dejavu-core ca-certificates procps libx264-164 libyuv0)
-test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg)
+# runtime is also what the image ships: xfonts-base holds the X core fonts xterm
+# draws with, fonts-liberation the metric-compatible Arial/Times/Courier web
+# pages ask for, tini the PID 1 that reaps the desktop's orphans in a container.
+runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
+         fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libyuv0)
+test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
 
 want=()
 [ $# -eq 0 ] && set -- all
