@@ -4,7 +4,7 @@
 GO      ?= go
 BIN     := bin/deskenv
 ARGS    ?=
-NPM_DIRS := e2e/mcp-ts e2e/browser
+NPM_DIRS := e2e/mcp-ts e2e/browser e2e/record
 
 .PHONY: run build test deps deps-test npm vet bench clean
 
