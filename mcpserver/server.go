@@ -63,6 +63,8 @@ type Config struct {
 	// MaxTextBytes caps the text of one type action, below hci's own cap
 	// (hci.MaxTextBytes, 64 KiB) if set lower. Zero means hci's cap.
 	MaxTextBytes int
+	// Script bounds run_script (ModeCodeAct).
+	Script ScriptLimits
 }
 
 // Server serves one desktop's executor and screen over MCP.
@@ -154,6 +156,8 @@ func (s *Server) buildTools() []Tool {
 			tools = append(tools, s.computerTool())
 		case ModeTools:
 			tools = append(tools, s.actionTools()...)
+		case ModeCodeAct:
+			tools = append(tools, s.scriptTool())
 		}
 	}
 	return tools
@@ -194,7 +198,7 @@ func normalizeModes(in []Mode) ([]Mode, error) {
 	for _, m := range in {
 		m = Mode(strings.ToLower(strings.TrimSpace(string(m))))
 		switch m {
-		case ModeComputer, ModeTools:
+		case ModeComputer, ModeTools, ModeCodeAct:
 		default:
 			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action) or both", m, ModeComputer, ModeTools)
 		}
