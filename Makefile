@@ -26,7 +26,10 @@ npm:
 	@for d in $(NPM_DIRS); do \
 	  if [ -f $$d/package-lock.json ]; then \
 	    if [ ! -d $$d/node_modules ] || [ $$d/package-lock.json -nt $$d/node_modules ]; then \
-	      echo "npm ci in $$d"; npm ci --prefix $$d --no-audit --no-fund --loglevel=error || exit 1; \
+	      echo "npm ci in $$d"; \
+	      npm ci --prefix $$d --no-audit --no-fund --loglevel=error || \
+	      { echo "npm ci refused the lock file in $$d (optional packages for other platforms it cannot resolve); npm install instead"; \
+	        npm install --prefix $$d --no-audit --no-fund --loglevel=error; } || exit 1; \
 	    fi; \
 	  fi; \
 	done
