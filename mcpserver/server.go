@@ -65,6 +65,8 @@ type Config struct {
 	MaxTextBytes int
 	// Script bounds run_script (ModeCodeAct).
 	Script ScriptLimits
+	// FindTools adds find_tools, a search over the other tools.
+	FindTools bool
 }
 
 // Server serves one desktop's executor and screen over MCP.
@@ -159,6 +161,9 @@ func (s *Server) buildTools() []Tool {
 		case ModeCodeAct:
 			tools = append(tools, s.scriptTool())
 		}
+	}
+	if s.cfg.FindTools {
+		tools = append(tools, s.findToolsTool())
 	}
 	return tools
 }
