@@ -426,7 +426,8 @@ func (r *scriptRun) do(name string, fields map[string]any) (starlark.Value, erro
 		}
 		r.dirty = false
 		ic := c.(mcp.ImageContent)
-		w, h := s.space.ModelW, s.space.ModelH
+		sp := s.exec.Space()
+		w, h := sp.ModelW, sp.ModelH
 		if out.Zoom != nil {
 			w, h = out.Zoom.Dx(), out.Zoom.Dy()
 		}
