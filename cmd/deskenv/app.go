@@ -41,10 +41,12 @@ type app struct {
 }
 
 func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err error) {
-	a = &app{cfg: cfg, log: log, started: time.Now()}
+	self := &app{cfg: cfg, log: log, started: time.Now()}
+	a = self
 	defer func() {
 		if err != nil {
-			a.Close()
+			// a is nil by now (return nil, err): close what was started.
+			self.Close()
 		}
 	}()
 	// Tokens and tasks are checked before anything starts, so a typo costs
@@ -174,6 +176,15 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if err != nil {
 		return nil, fmt.Errorf("--episodes: %w", err)
 	}
+	// An episode that ends (scored) while it is being recorded ends its
+	// recording too, with the reward written in.
+	a.control.OnEpisodeEnd(func(ep control.Episode) {
+		out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
+		for _, r := range ep.Reasons {
+			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
+		}
+		a.rec.StopEpisode(context.Background(), ep.ID, out)
+	})
 	a.closers = append(a.closers, func() error {
 		if a.rec.Status().Recording {
 			_, err := a.rec.Stop(context.Background(), nil)

@@ -68,6 +68,10 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 	for i := range cfg.Desktops {
 		dc := cfg
 		dc.Home = filepath.Join(home, "d"+strconv.Itoa(i))
+		if cfg.UDPPort > 0 {
+			// One UDP port per desktop: --udp-port is the first of N.
+			dc.UDPPort = cfg.UDPPort + i
+		}
 		if !p.local {
 			// Each desktop's agent token works on that desktop alone, so one
 			// desktop's agent can never act on another.
