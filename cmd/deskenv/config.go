@@ -102,7 +102,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.Apps, "apps", "session apps started on the desktop, separated by ';' (e.g. \"xterm;mousepad\"); empty for none")
 	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: $XDG_DATA_HOME/deskenv/home, never your own home)")
 
-	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action)")
+	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
 	num(&c.JPEGQuality, "jpeg-quality", "JPEG quality 1-100 when --image-format=jpeg")
 	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")
@@ -184,9 +184,9 @@ func (c *config) validate() error {
 	}
 	for _, m := range splitList(c.MCPTools, ",") {
 		switch m {
-		case "computer", "tools":
+		case "computer", "tools", "codeact":
 		default:
-			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, or both: computer,tools)", c.MCPTools, m)
+			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, codeact, or several: computer,tools)", c.MCPTools, m)
 		}
 	}
 	if len(splitList(c.MCPTools, ",")) == 0 {
