@@ -145,16 +145,8 @@ func (s *Server) Run(ctx context.Context, tool string, raw json.RawMessage, obse
 		}
 	}()
 
-	a, err := hci.ParseAction(raw)
+	a, err := s.parseAction(raw)
 	if err != nil {
-		return toolError(err)
-	}
-	if a.Action == hci.ActType && len(a.Text) > s.cfg.MaxTextBytes {
-		return toolError(fmt.Errorf("type: text is %d bytes; this server types at most %d bytes in one action, split it into several", len(a.Text), s.cfg.MaxTextBytes))
-	}
-	// Do validates too; checking here first words input errors for the
-	// model, without the package prefix Do's errors carry.
-	if err := a.Validate(s.exec.Space()); err != nil {
 		return toolError(err)
 	}
 	out, err := s.exec.Do(ctx, a, hci.SourceAgent)
@@ -184,6 +176,24 @@ func (s *Server) Run(ctx context.Context, tool string, raw json.RawMessage, obse
 		content = append(content, mcp.NewTextContent("done"))
 	}
 	return &mcp.CallToolResult{Content: content}
+}
+
+// parseAction turns computer tool input into a checked action: strict JSON
+// types, the server's text cap, and the action's own validation. Do validates
+// too; checking here first words input errors for the model, without the
+// package prefix Do's errors carry.
+func (s *Server) parseAction(raw json.RawMessage) (hci.Action, error) {
+	a, err := hci.ParseAction(raw)
+	if err != nil {
+		return a, err
+	}
+	if a.Action == hci.ActType && len(a.Text) > s.cfg.MaxTextBytes {
+		return a, fmt.Errorf("type: text is %d bytes; this server types at most %d bytes in one action, split it into several", len(a.Text), s.cfg.MaxTextBytes)
+	}
+	if err := a.Validate(s.exec.Space()); err != nil {
+		return a, err
+	}
+	return a, nil
 }
 
 // observe takes the picture an action's result asks for: the zoom crop at

@@ -392,14 +392,8 @@ func (r *scriptRun) do(name string, fields map[string]any) (starlark.Value, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	a, err := hci.ParseAction(raw)
+	a, err := s.parseAction(raw)
 	if err != nil {
-		return nil, err
-	}
-	if a.Action == hci.ActType && len(a.Text) > s.cfg.MaxTextBytes {
-		return nil, fmt.Errorf("type: text is %d bytes; this server types at most %d bytes in one action", len(a.Text), s.cfg.MaxTextBytes)
-	}
-	if err := a.Validate(s.exec.Space()); err != nil {
 		return nil, err
 	}
 	out, err := s.exec.Do(r.ctx, a, hci.SourceScript)

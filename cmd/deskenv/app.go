@@ -166,11 +166,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 			if err != nil {
 				return nil, err
 			}
-			out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
-			for _, r := range ep.Reasons {
-				out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
-			}
-			return out, nil
+			return outcomeOf(ep), nil
 		},
 	})
 	if err != nil {
@@ -179,11 +175,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	// An episode that ends (scored) while it is being recorded ends its
 	// recording too, with the reward written in.
 	a.control.OnEpisodeEnd(func(ep control.Episode) {
-		out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
-		for _, r := range ep.Reasons {
-			out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
-		}
-		a.rec.StopEpisode(context.Background(), ep.ID, out)
+		a.rec.StopEpisode(context.Background(), ep.ID, outcomeOf(&ep))
 	})
 	a.closers = append(a.closers, func() error {
 		if a.rec.Status().Recording {
@@ -248,6 +240,15 @@ func (a *app) Close() error {
 	}
 	a.closers = nil
 	return nil
+}
+
+// outcomeOf is a scored episode as the recorder writes it into episode.json.
+func outcomeOf(ep *control.Episode) *record.Outcome {
+	out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
+	for _, r := range ep.Reasons {
+		out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
+	}
+	return out
 }
 
 // mcpTools offers the MCP server's tools to the control plane's OpenEnv face
