@@ -10,7 +10,9 @@ import (
 
 func TestFindTools(t *testing.T) {
 	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeTools}, noProbe: true})
-	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct}, FindTools: true})
+	home := t.TempDir()
+	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct}, FindTools: true,
+		Traits: Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +30,10 @@ func TestFindTools(t *testing.T) {
 		{query: "script", first: "run_script"},
 		{query: "click", has: []string{"left_click", "right_click", "middle_click", "triple_click"}},
 		{query: "zoom region", first: "zoom"},
+		{query: "shell command", first: "bash"},
+		{query: "file", has: []string{"read_file", "write_file", "list_files"}},
+		{query: "list directory", first: "list_files"},
+		{query: "clipboard", none: true}, // the trait is off here
 		{query: "xyzzy", none: true},
 	}
 	for _, tc := range tests {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.starlark.net/starlark"
+	"go.starlark.net/starlarkstruct"
 	"go.starlark.net/syntax"
 
 	"github.com/deskenv/deskenv/hci"
@@ -124,6 +125,9 @@ func (s *Server) scriptTool() Tool {
 			ret = " -> (x, y)"
 		}
 		fmt.Fprintf(&b, "- %s%s: %s\n", signature(sp.name, scriptParams(sp)), ret, sp.desc)
+	}
+	for _, sp := range s.traitSpecs() {
+		fmt.Fprintf(&b, "- %s %s: %s\n", sp.signature(), sp.returns, sp.desc)
 	}
 	b.WriteString("- screen_size() -> (w, h): the screen in the pixels coordinates use.\n")
 	b.WriteString("- show(image): attach an image (from screenshot or zoom) to the result.\n")
@@ -286,6 +290,9 @@ func (r *scriptRun) builtins() starlark.StringDict {
 	for _, sp := range actionSpecs() {
 		d[sp.name] = starlark.NewBuiltin(sp.name, r.action(sp, scriptParams(sp)))
 	}
+	for _, sp := range r.s.traitSpecs() {
+		d[sp.name] = starlark.NewBuiltin(sp.name, r.trait(sp))
+	}
 	d["screen_size"] = starlark.NewBuiltin("screen_size", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		if err := starlark.UnpackArgs(b.Name(), args, kw); err != nil {
 			return nil, err
@@ -428,4 +435,90 @@ func (r *scriptRun) do(name string, fields map[string]any) (starlark.Value, erro
 		return &imageValue{content: ic, w: w, h: h}, nil
 	}
 	return starlark.None, nil
+}
+
+// trait is the bound function of a trait tool: arguments by position in the
+// tool's parameter order or by name, checked against the same types as the
+// tool's schema.
+func (r *scriptRun) trait(sp traitSpec) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	sig := sp.signature()
+	return func(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
+		if len(args) > len(sp.params) {
+			return nil, fmt.Errorf("%s takes at most %d arguments, got %d", sig, len(sp.params), len(args))
+		}
+		vals := map[string]starlark.Value{}
+		for i, v := range args {
+			vals[sp.params[i].name] = v
+		}
+		for _, kv := range kw {
+			k := string(kv[0].(starlark.String))
+			if _, ok := sp.param(k); !ok || vals[k] != nil {
+				return nil, fmt.Errorf("%s: unexpected or repeated argument %s", sig, k)
+			}
+			vals[k] = kv[1]
+		}
+		a := traitArgs{}
+		for _, p := range sp.params {
+			v := vals[p.name]
+			if v == nil || v == starlark.None {
+				continue
+			}
+			switch p.typ {
+			case "string":
+				str, ok := starlark.AsString(v)
+				if !ok {
+					return nil, fmt.Errorf("%s: %s must be a string, got %s", sig, p.name, v.Type())
+				}
+				a[p.name] = str
+			case "integer":
+				n, err := starlark.AsInt32(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %s must be an integer, got %s", sig, p.name, v.Type())
+				}
+				a[p.name] = int64(n)
+			case "boolean":
+				b, ok := v.(starlark.Bool)
+				if !ok {
+					return nil, fmt.Errorf("%s: %s must be True or False, got %s", sig, p.name, v.Type())
+				}
+				a[p.name] = bool(b)
+			}
+		}
+		if err := sp.checkRequired(a); err != nil {
+			return nil, err
+		}
+		res, err := r.s.runTrait(r.ctx, sp, a)
+		if err != nil {
+			return nil, err
+		}
+		return toStarlark(res.value), nil
+	}
+}
+
+// toStarlark converts a trait's result: objects become structs, so a script
+// writes r.exit_code rather than r["exit_code"].
+func toStarlark(v any) starlark.Value {
+	switch x := v.(type) {
+	case nil:
+		return starlark.None
+	case string:
+		return starlark.String(x)
+	case int64:
+		return starlark.MakeInt64(x)
+	case bool:
+		return starlark.Bool(x)
+	case []any:
+		l := make([]starlark.Value, len(x))
+		for i, e := range x {
+			l[i] = toStarlark(e)
+		}
+		return starlark.NewList(l)
+	case map[string]any:
+		d := starlark.StringDict{}
+		for k, e := range x {
+			d[k] = toStarlark(e)
+		}
+		return starlarkstruct.FromStringDict(starlarkstruct.Default, d)
+	}
+	return starlark.String(fmt.Sprint(v))
 }

@@ -2,20 +2,30 @@
 // keyboard and mouse as MCP tools, served over streamable HTTP and stdio with
 // mcp-go.
 //
-// Two tool shapes can be offered, alone or together (Config.Modes):
+// Three tool shapes can be offered, alone or together (Config.Modes):
 //
 //   - "computer": one tool named computer whose input is exactly the tool_use
 //     input of Anthropic's computer_20251124 tool, so an agent loop written
 //     for the Anthropic API forwards tool_use.input unchanged;
 //   - "tools": one tool per action (screenshot, left_click, type, ...), with
 //     precise schemas and read-only / destructive annotations, for MCP hosts
-//     whose models were not trained on the computer tool.
+//     whose models were not trained on the computer tool;
+//   - "codeact": run_script, a Starlark program with every action bound as a
+//     function, for agents that loop, check and filter in code and keep bulky
+//     observations out of their context.
 //
-// Every call runs through hci.Executor.Do as SourceAgent, so it is published
-// on the hci bus (and recorded) like any other action. A mutating action
-// answers with a screenshot taken once the screen has settled, not after a
-// fixed sleep. Bad input is a tool error (isError) with a message the model
-// can act on, never a protocol failure.
+// All three are built from one table of tool definitions (Tools), so a
+// field, a description or a check is written once. find_tools
+// (Config.FindTools) searches that table, so a host can start from a short
+// list. Traits (Config.Traits) add optional groups beyond the screen: bash,
+// files in the user's home, and the clipboard; each is off unless configured.
+//
+// Every action runs through hci.Executor.Do, as SourceAgent from a tool and
+// SourceScript from a script, so it is published on the hci bus (and
+// recorded) like any other. A mutating tool call answers with a screenshot
+// taken once the screen has settled, not after a fixed sleep. Bad input is a
+// tool error (isError) with a message the model can act on, never a protocol
+// failure.
 package mcpserver
 
 import (
@@ -67,6 +77,9 @@ type Config struct {
 	Script ScriptLimits
 	// FindTools adds find_tools, a search over the other tools.
 	FindTools bool
+	// Traits are optional tool groups (bash, files, clipboard); all off in
+	// the zero value.
+	Traits Traits
 }
 
 // Server serves one desktop's executor and screen over MCP.
@@ -117,6 +130,9 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 		return nil, fmt.Errorf("mcpserver: settle durations must not be negative (quiet %s, max %s, interval %s)",
 			cfg.Settle.Quiet, cfg.Settle.Max, cfg.Settle.Interval)
 	}
+	if err := cfg.Traits.check(); err != nil {
+		return nil, err
+	}
 	modes, err := normalizeModes(cfg.Modes)
 	if err != nil {
 		return nil, err
@@ -152,15 +168,23 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 // buildTools defines the tools of the configured modes for s.space.
 func (s *Server) buildTools() []Tool {
 	var tools []Tool
+	listTraits := false
 	for _, m := range s.cfg.Modes {
 		switch m {
 		case ModeComputer:
 			tools = append(tools, s.computerTool())
+			listTraits = true
 		case ModeTools:
 			tools = append(tools, s.actionTools()...)
+			listTraits = true
 		case ModeCodeAct:
 			tools = append(tools, s.scriptTool())
 		}
+	}
+	// In codeact alone the traits are functions of run_script only: the
+	// point of that mode is a short tool list.
+	if listTraits {
+		tools = append(tools, s.traitTools()...)
 	}
 	if s.cfg.FindTools {
 		tools = append(tools, s.findToolsTool())
@@ -205,7 +229,7 @@ func normalizeModes(in []Mode) ([]Mode, error) {
 		switch m {
 		case ModeComputer, ModeTools, ModeCodeAct:
 		default:
-			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action) or both", m, ModeComputer, ModeTools)
+			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action), %q (run_script) or several", m, ModeComputer, ModeTools, ModeCodeAct)
 		}
 		if !slices.Contains(out, m) {
 			out = append(out, m)

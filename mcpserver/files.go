@@ -1,0 +1,276 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// FilesTrait configures read_file, write_file and list_files. Every path is
+// resolved inside Home through os.Root, which refuses a path that leaves it,
+// by ../ or by a symlink pointing out, at the moment of each open: a check of
+// the path string alone would miss a symlink created in between.
+type FilesTrait struct {
+	// Home is the desktop user's home directory, the only tree reachable.
+	Home string
+	// MaxReadBytes is the largest file read_file returns; default 1 MiB.
+	MaxReadBytes int
+	// MaxWriteBytes is the most text one write_file call takes; default 1 MiB.
+	MaxWriteBytes int
+	// MaxEntries is the most entries list_files returns; default 1000.
+	MaxEntries int
+}
+
+func (f FilesTrait) withDefaults() FilesTrait {
+	if f.MaxReadBytes <= 0 {
+		f.MaxReadBytes = 1 << 20
+	}
+	if f.MaxWriteBytes <= 0 {
+		f.MaxWriteBytes = 1 << 20
+	}
+	if f.MaxEntries <= 0 {
+		f.MaxEntries = 1000
+	}
+	return f
+}
+
+const pathDesc = "A path in the desktop user's home: relative to it (notes/a.txt), ~/notes/a.txt, or absolute inside it. Paths outside home, by ../ or through a symlink, are refused."
+
+func filesSpecs(cfg *FilesTrait) []traitSpec {
+	f := cfg.withDefaults()
+	return []traitSpec{
+		{
+			name: "read_file", title: "Read a file", readOnly: true, idempotent: true,
+			desc:    fmt.Sprintf("Read a UTF-8 text file in the desktop user's home (at most %d bytes).", f.MaxReadBytes),
+			params:  []traitParam{{name: "path", typ: "string", required: true, desc: pathDesc}},
+			returns: "-> str",
+			run:     f.read,
+		},
+		{
+			name: "write_file", title: "Write a file", destructive: true,
+			desc: fmt.Sprintf("Write text to a file in the desktop user's home, creating it and its directories if needed "+
+				"(at most %d bytes per call). Replaces the file unless append is true.", f.MaxWriteBytes),
+			params: []traitParam{
+				{name: "path", typ: "string", required: true, desc: pathDesc},
+				{name: "text", typ: "string", required: true, desc: "The text to write."},
+				{name: "append", typ: "boolean", desc: "Add to the end of the file instead of replacing it; default false."},
+			},
+			returns: "-> int (bytes written)",
+			run:     f.write,
+		},
+		{
+			name: "list_files", title: "List a directory", readOnly: true, idempotent: true,
+			desc: fmt.Sprintf("List a directory in the desktop user's home (default the home itself): each entry's name, "+
+				"type (file, dir, symlink, other) and size, sorted by name, at most %d.", f.MaxEntries),
+			params:  []traitParam{{name: "path", typ: "string", desc: pathDesc + " Default: the home directory."}},
+			returns: "-> list of struct(name, type, size)",
+			run:     f.list,
+		},
+	}
+}
+
+// local turns a path as a model writes it into one relative to Home, or
+// says why it cannot be one.
+func (f FilesTrait) local(tool, p string, dflt bool) (string, error) {
+	switch {
+	case p == "" && dflt:
+		return ".", nil
+	case p == "":
+		return "", fmt.Errorf("%s: the path is empty", tool)
+	case strings.ContainsRune(p, 0):
+		return "", fmt.Errorf("%s: the path contains a NUL byte", tool)
+	case p == "~":
+		return ".", nil
+	case strings.HasPrefix(p, "~/"):
+		p = p[2:]
+	case filepath.IsAbs(p):
+		rel, err := filepath.Rel(f.Home, p)
+		if err != nil || !filepath.IsLocal(rel) {
+			return "", fmt.Errorf("%s: %q is outside the home directory %s; files can only reach inside it", tool, p, f.Home)
+		}
+		p = rel
+	}
+	p = filepath.Clean(p)
+	if !filepath.IsLocal(p) {
+		return "", fmt.Errorf("%s: %q leads outside the home directory %s; files can only reach inside it", tool, p, f.Home)
+	}
+	return p, nil
+}
+
+// open opens Home as a root for one call. A fresh root per call costs one
+// open(2) and follows a reset that replaced the directory.
+func (f FilesTrait) open(tool string) (*os.Root, error) {
+	r, err := os.OpenRoot(f.Home)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the home directory: %w", tool, err)
+	}
+	return r, nil
+}
+
+// explain words os.Root's errors for the model. os.Root reports an escape
+// with an unexported error whose text is all there is to recognise it by.
+func (f FilesTrait) explain(tool, p string, err error) error {
+	var pe *fs.PathError
+	switch {
+	case strings.Contains(err.Error(), "path escapes from parent"):
+		return fmt.Errorf("%s: %q leads outside the home directory %s (through a symlink); files can only reach inside it", tool, p, f.Home)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s: %q does not exist", tool, p)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("%s: %q: permission denied", tool, p)
+	case errors.As(err, &pe):
+		return fmt.Errorf("%s: %q: %w", tool, p, pe.Err)
+	}
+	return fmt.Errorf("%s: %q: %w", tool, p, err)
+}
+
+func (f FilesTrait) read(_ context.Context, a traitArgs) (traitResult, error) {
+	const tool = "read_file"
+	p := a.str("path")
+	rel, err := f.local(tool, p, false)
+	if err != nil {
+		return traitResult{}, err
+	}
+	root, err := f.open(tool)
+	if err != nil {
+		return traitResult{}, err
+	}
+	defer root.Close()
+	file, err := root.Open(rel)
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	if st.IsDir() {
+		return traitResult{}, fmt.Errorf("%s: %q is a directory; list it with list_files", tool, p)
+	}
+	if !st.Mode().IsRegular() {
+		return traitResult{}, fmt.Errorf("%s: %q is not a regular file (%s)", tool, p, st.Mode().Type())
+	}
+	if st.Size() > int64(f.MaxReadBytes) {
+		return traitResult{}, fmt.Errorf("%s: %q is %d bytes, more than the %d read_file returns; read part of it with bash (head, tail, grep) if that is enabled", tool, p, st.Size(), f.MaxReadBytes)
+	}
+	// The file may grow between Stat and the read: read one byte past the
+	// cap to notice.
+	data, err := io.ReadAll(io.LimitReader(file, int64(f.MaxReadBytes)+1))
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	if len(data) > f.MaxReadBytes {
+		return traitResult{}, fmt.Errorf("%s: %q grew past %d bytes while it was read", tool, p, f.MaxReadBytes)
+	}
+	if !utf8.Valid(data) {
+		return traitResult{}, fmt.Errorf("%s: %q is not UTF-8 text (%d bytes of binary data)", tool, p, len(data))
+	}
+	return traitResult{value: string(data), text: string(data)}, nil
+}
+
+func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
+	const tool = "write_file"
+	p, text := a.str("path"), a.str("text")
+	if len(text) > f.MaxWriteBytes {
+		return traitResult{}, fmt.Errorf("%s: the text is %d bytes, more than the %d one call writes; write it in parts with append=true", tool, len(text), f.MaxWriteBytes)
+	}
+	rel, err := f.local(tool, p, false)
+	if err != nil {
+		return traitResult{}, err
+	}
+	if rel == "." {
+		return traitResult{}, fmt.Errorf("%s: %q is the home directory itself; name a file in it", tool, p)
+	}
+	root, err := f.open(tool)
+	if err != nil {
+		return traitResult{}, err
+	}
+	defer root.Close()
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return traitResult{}, f.explain(tool, p, err)
+		}
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	verb := "wrote"
+	if a.flag("append") {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		verb = "appended"
+	}
+	file, err := root.OpenFile(rel, flags, 0o644)
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	n, err := io.WriteString(file, text)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	return traitResult{value: int64(n), text: fmt.Sprintf("%s %d bytes to %s", verb, n, filepath.Join(f.Home, rel))}, nil
+}
+
+func (f FilesTrait) list(_ context.Context, a traitArgs) (traitResult, error) {
+	const tool = "list_files"
+	p := a.str("path")
+	rel, err := f.local(tool, p, true)
+	if err != nil {
+		return traitResult{}, err
+	}
+	root, err := f.open(tool)
+	if err != nil {
+		return traitResult{}, err
+	}
+	defer root.Close()
+	dir, err := root.Open(rel)
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	defer dir.Close()
+	entries, err := dir.ReadDir(-1)
+	if err != nil {
+		return traitResult{}, f.explain(tool, p, err)
+	}
+	// Unlike os.ReadDir, File.ReadDir keeps the directory's own order.
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	var b strings.Builder
+	var list []any
+	for i, e := range entries {
+		if i == f.MaxEntries {
+			fmt.Fprintf(&b, "[... %d more entries not shown]\n", len(entries)-i)
+			break
+		}
+		typ, size := "other", int64(0)
+		if info, err := e.Info(); err == nil {
+			size = info.Size()
+		}
+		switch {
+		case e.Type().IsRegular():
+			typ = "file"
+			fmt.Fprintf(&b, "%s (%d bytes)\n", e.Name(), size)
+		case e.IsDir():
+			typ = "dir"
+			fmt.Fprintf(&b, "%s/\n", e.Name())
+		case e.Type()&fs.ModeSymlink != 0:
+			typ = "symlink"
+			target, _ := root.Readlink(filepath.Join(rel, e.Name()))
+			fmt.Fprintf(&b, "%s -> %s\n", e.Name(), target)
+		default:
+			fmt.Fprintf(&b, "%s (%s)\n", e.Name(), e.Type())
+		}
+		list = append(list, map[string]any{"name": e.Name(), "type": typ, "size": size})
+	}
+	if len(entries) == 0 {
+		b.WriteString("(empty directory)\n")
+	}
+	return traitResult{value: list, text: strings.TrimSuffix(b.String(), "\n")}, nil
+}
