@@ -3,6 +3,7 @@
 //
 //	deskbench latency [flags]   glass-to-glass latency, fps and CPU: deskenv's browser stream vs x11vnc + noVNC
 //	deskbench pool [flags]      pool mode: memory per desktop, start rate, throughput with many agents
+//	deskbench ways [flags]      one task solved as tools, computer and codeact: calls, turns, observation bytes
 //	deskbench all               every benchmark with its defaults
 package main
 
@@ -26,6 +27,7 @@ func subcommands() []subcommand {
 	return []subcommand{
 		{"latency", "glass-to-glass latency, fps and CPU of the browser stream vs x11vnc + noVNC", runLatency},
 		{"pool", "pool mode: memory per idle desktop, start rate, actions/s with 8 agents, screenshot p50 under load", runPool},
+		{"ways", "one task (edit-todo) solved as tools, computer and codeact: tool calls, turns, observation bytes", runWays},
 		// "serve" is the latency benchmark's server child (one process per
 		// stack, so its CPU can be read from /proc); not for people to call.
 		{latencyServeCmd, "", runLatencyServe},

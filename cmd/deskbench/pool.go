@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -9,15 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -39,53 +35,28 @@ func runPool(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *bin == "" {
-		dir, err := os.MkdirTemp("", "deskbench-pool")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		*bin = filepath.Join(dir, "deskenv")
-		if out, err := exec.CommandContext(ctx, "go", "build", "-o", *bin, "./cmd/deskenv").CombinedOutput(); err != nil {
-			return fmt.Errorf("build deskenv (run from the repository root): %v: %s", err, out)
-		}
-	}
-	home, _ := os.MkdirTemp("", "deskbench-home")
-	defer os.RemoveAll(home)
-
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, *bin, "--addr", "127.0.0.1:0", "--desktops", strconv.Itoa(*n), "--home", home)
-	cmd.Env = append(os.Environ(), "DESKENV_LOG_LEVEL=info")
-	errPipe, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
+	dir, err := os.MkdirTemp("", "deskbench-pool")
+	if err != nil {
 		return err
 	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	}()
-	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(errPipe)
-		for sc.Scan() {
-			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
-				addrc <- m[1]
-			}
-		}
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case <-time.After(2 * time.Minute):
-		return fmt.Errorf("pool of %d did not start within 2 minutes", *n)
+	defer os.RemoveAll(dir)
+	if *bin, err = buildDeskenv(ctx, *bin, dir); err != nil {
+		return err
 	}
+	home := filepath.Join(dir, "home")
+
+	start := time.Now()
+	app, err := startAppliance(ctx, *bin, 2*time.Minute, "--desktops", strconv.Itoa(*n), "--home", home)
+	if err != nil {
+		return err
+	}
+	defer app.stop()
+	base := app.base
 	startup := time.Since(start)
 	fmt.Fprintf(stdout, "pool of %d desktops ready in %s: %.2f desktops/s\n", *n, startup.Round(time.Millisecond), float64(*n)/startup.Seconds())
 
 	time.Sleep(*idle)
-	self, kids := pssTree(cmd.Process.Pid)
+	self, kids := pssTree(app.pid())
 	fmt.Fprintf(stdout, "idle memory (PSS): appliance %.1f MB, Xvfb+session %.1f MB, total %.1f MB = %.1f MB per desktop\n",
 		self/1e6, kids/1e6, (self+kids)/1e6, (self+kids)/1e6/float64(*n))
 
