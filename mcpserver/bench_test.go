@@ -408,3 +408,56 @@ func (lc *leanClient) screenshot() error {
 	}
 	return fmt.Errorf("no image in the result (isError %v)", msg.Result.IsError)
 }
+
+// BenchmarkScript: ten pointer moves as ten granular tool calls (without
+// observations) and as one run_script looping over the same points: what a
+// script saves in round trips alone, before counting model turns.
+func BenchmarkScript(b *testing.B) {
+	r := benchDesk(b)
+	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.srv = srv
+	c := r.connect(b, "http")
+	ctx := context.Background()
+	const n = 10
+	b.Run("10-tool-calls", func(b *testing.B) {
+		var lat latencies
+		for b.Loop() {
+			timeIt(b, &lat, func() error {
+				for i := range n {
+					req := mcp.CallToolRequest{}
+					req.Params.Name = "mouse_move"
+					req.Params.Arguments = map[string]any{"coordinate": []int{1000 + i*10, 100}, "screenshot": false}
+					res, err := c.CallTool(ctx, req)
+					if err == nil && res.IsError {
+						err = fmt.Errorf("mouse_move: %s", resultText(res))
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		lat.report(b)
+	})
+	b.Run("1-run_script", func(b *testing.B) {
+		var lat latencies
+		script := fmt.Sprintf("for i in range(%d):\n    mouse_move(1000 + i*10, 100)\n", n)
+		for b.Loop() {
+			timeIt(b, &lat, func() error {
+				req := mcp.CallToolRequest{}
+				req.Params.Name = "run_script"
+				req.Params.Arguments = map[string]any{"script": script}
+				res, err := c.CallTool(ctx, req)
+				if err == nil && res.IsError {
+					err = fmt.Errorf("run_script: %s", resultText(res))
+				}
+				return err
+			})
+		}
+		lat.report(b)
+	})
+}

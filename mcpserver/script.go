@@ -75,8 +75,13 @@ func scriptParams(sp actionSpec) []param {
 			}
 		case fText:
 			n := "text"
-			if sp.name == hci.ActKey || sp.name == hci.ActHoldKey {
+			switch {
+			case sp.name == hci.ActKey || sp.name == hci.ActHoldKey:
 				n = "keys"
+			case f.desc == modifiersDesc:
+				// On a click, drag or scroll the computer tool's text field
+				// holds the modifiers.
+				n = "modifiers"
 			}
 			rest = append(rest, param{n, f.name, -1, f.required})
 		case fDirection:
@@ -132,7 +137,8 @@ func (s *Server) scriptTool() Tool {
 	b.WriteString("- screen_size() -> (w, h): the screen in the pixels coordinates use.\n")
 	b.WriteString("- show(image): attach an image (from screenshot or zoom) to the result.\n")
 	b.WriteString("- print(...): text for the result.\n")
-	b.WriteString("Mutating actions do not return screenshots; call screenshot() and show() it when you need to look.")
+	b.WriteString("Arguments can also be given by name, e.g. scroll(direction=\"down\", amount=5) scrolls where the pointer is. " +
+		"Here no action (wait included) returns a screenshot: call screenshot() and show() it when you need to look.")
 	return Tool{
 		Name:        "run_script",
 		Title:       "Run a script",

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,48 @@ func TestScriptImages(t *testing.T) {
 	got := resultImages(t, res)
 	if len(got) != 2 || got[0] != [2]int{r.space.ModelW, r.space.ModelH} {
 		t.Errorf("images %v, want the screenshot then the zoom", got)
+	}
+}
+
+// TestScriptSignatures: the bound functions take their arguments by
+// position and by name, with the names the description shows.
+func TestScriptSignatures(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeCodeAct}})
+	c := r.connect(t, "http")
+	tests := []struct {
+		script string
+		want   []string // probe events, in order, presses only
+	}{
+		{"left_click(100, 120, modifiers='shift')", []string{"key 0xffe1", "button 1 @100,120"}}, // Shift_L
+		{"left_click(x=200, y=220)", []string{"button 1 @200,220"}},
+		{"mouse_move(300, 320)\nscroll(direction='down', amount=2)", []string{"button 5 @300,320", "button 5 @300,320"}},
+		{"key(keys='ctrl+a')", []string{"key 0xffe3", "key 0x61"}}, // Control_L, a
+	}
+	for _, tc := range tests {
+		t.Run(tc.script, func(t *testing.T) {
+			if err := r.probe.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			r.probe.Take()
+			res := call(t, c, "run_script", map[string]any{"script": tc.script})
+			if res.IsError {
+				t.Fatal(resultText(res))
+			}
+			if err := r.probe.Sync(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range r.probe.Take() {
+				switch e.Kind {
+				case xprobe.KeyPress:
+					got = append(got, fmt.Sprintf("key %#x", e.Keysym))
+				case xprobe.ButtonPress:
+					got = append(got, fmt.Sprintf("button %d @%d,%d", e.Button, e.X, e.Y))
+				}
+			}
+			if strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+				t.Errorf("events %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
