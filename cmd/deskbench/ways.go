@@ -82,6 +82,7 @@ print(text)
 type wayResult struct {
 	calls, turns, images int
 	obsBytes             int // text bytes plus base64 image bytes the model reads
+	textBytes            int // of which text
 	callTime             time.Duration
 	reward               float64
 }
@@ -121,7 +122,7 @@ func runWays(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer c.Close()
 
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "way\ttool calls\tturns\timages\tobservation bytes\t~image tokens\ttool time p50\treward")
+	fmt.Fprintln(tw, "way\ttool calls\tturns\timages\tobservation bytes\tof which text\t~image tokens\ttool time p50\treward")
 	for _, w := range todoWays() {
 		var runs []wayResult
 		for range *reps {
@@ -139,7 +140,7 @@ func runWays(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		// Anthropic's vision docs estimate an image at width*height/750
 		// tokens; every image here is the 1280x800 model space, or less.
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%.0f ms\t%s\n", w.name, r.calls, r.turns, r.images, r.obsBytes,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f ms\t%s\n", w.name, r.calls, r.turns, r.images, r.obsBytes, r.textBytes,
 			r.images*1280*800/750, float64(r.callTime)/1e6, strings.Join(rewards, ","))
 	}
 	return tw.Flush()
@@ -173,6 +174,7 @@ func runWay(ctx context.Context, base string, c *client.Client, w way) (wayResul
 			switch x := content.(type) {
 			case mcp.TextContent:
 				r.obsBytes += len(x.Text)
+				r.textBytes += len(x.Text)
 			case mcp.ImageContent:
 				r.obsBytes += len(x.Data)
 				r.images++
