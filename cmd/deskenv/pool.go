@@ -54,6 +54,13 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	if auth.Has(control.RoleAgent) {
+		// A pool-wide agent token opens every desktop, which undoes what
+		// leases are for. It is allowed (a single trusted harness may want
+		// it) but said out loud.
+		log.Warn("an agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
+			"any agent holding it can act on desktops leased to others; leases hand out per-desktop tokens, use those")
+	}
 	home, err := cfg.desktopHome()
 	if err != nil {
 		return nil, err
