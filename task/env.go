@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 // Env is what setting up and checking a task needs from the desktop. NewEnv
@@ -54,8 +56,9 @@ type Result struct {
 // MaxOutput is how much of each output stream of a command is kept.
 const MaxOutput = 64 << 10
 
-// ErrNoText says a selection's owner offered no text (an image, say).
-var ErrNoText = errors.New("the selection holds no text")
+// ErrNoText says a selection's owner offered no text (an image, say). It is
+// xsel's, so errors.Is holds for what Selection returns.
+var ErrNoText = xsel.ErrNoText
 
 // ErrNoDisplay is returned by an Env made without a display for anything that
 // needs one.
@@ -456,5 +459,5 @@ var _ Env = (*DisplayEnv)(nil)
 type xstate struct {
 	conn  *xgb.Conn
 	gen   uint64
-	atoms map[string]uint32
+	atoms map[string]xproto.Atom
 }

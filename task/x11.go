@@ -8,11 +8,11 @@ import (
 	"image"
 	"math/bits"
 	"strings"
-	"time"
-	"unicode/utf8"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 var envAtoms = []string{"_NET_CLIENT_LIST", "_NET_SUPPORTING_WM_CHECK", "_NET_WM_NAME", "UTF8_STRING"}
@@ -55,20 +55,9 @@ func drainEvents(c *xgb.Conn) {
 	}
 }
 
-func internAtoms(c *xgb.Conn, names ...string) (map[string]uint32, error) {
-	cookies := make([]xproto.InternAtomCookie, len(names))
-	for i, n := range names {
-		cookies[i] = xproto.InternAtom(c, false, uint16(len(n)), n)
-	}
-	atoms := make(map[string]uint32, len(names))
-	for i, ck := range cookies {
-		r, err := ck.Reply()
-		if err != nil {
-			return nil, fmt.Errorf("intern X atom %s: %w", names[i], err)
-		}
-		atoms[names[i]] = uint32(r.Atom)
-	}
-	return atoms, nil
+// internAtoms interns names in one round trip.
+func internAtoms(c *xgb.Conn, names ...string) (map[string]xproto.Atom, error) {
+	return xsel.InternAtoms(c, names...)
 }
 
 // withX runs f on the env's connection, giving up when ctx ends (the
@@ -130,8 +119,8 @@ func (e *DisplayEnv) Windows(ctx context.Context) ([]Window, error) {
 func (x *xstate) windows() ([]Window, error) {
 	c := x.conn
 	root := xproto.Setup(c).DefaultScreen(c).Root
-	clientCk := xproto.GetProperty(c, false, root, xproto.Atom(x.atoms["_NET_CLIENT_LIST"]), xproto.AtomWindow, 0, 1<<16)
-	wmCheckCk := xproto.GetProperty(c, false, root, xproto.Atom(x.atoms["_NET_SUPPORTING_WM_CHECK"]), xproto.AtomWindow, 0, 1)
+	clientCk := xproto.GetProperty(c, false, root, x.atoms["_NET_CLIENT_LIST"], xproto.AtomWindow, 0, 1<<16)
+	wmCheckCk := xproto.GetProperty(c, false, root, x.atoms["_NET_SUPPORTING_WM_CHECK"], xproto.AtomWindow, 0, 1)
 	treeCk := xproto.QueryTree(c, root)
 
 	var ids []xproto.Window
@@ -241,8 +230,8 @@ func (x *xstate) viewable(ws []xproto.Window) []xproto.Window {
 
 // titles reads _NET_WM_NAME, falling back to WM_NAME, of each window.
 func (x *xstate) titles(ws []xproto.Window) map[xproto.Window]string {
-	netName := xproto.Atom(x.atoms["_NET_WM_NAME"])
-	utf8Atom := xproto.Atom(x.atoms["UTF8_STRING"])
+	netName := x.atoms["_NET_WM_NAME"]
+	utf8Atom := x.atoms["UTF8_STRING"]
 	type pair struct{ net, wm xproto.GetPropertyCookie }
 	cks := make([]pair, len(ws))
 	for i, w := range ws {
@@ -257,219 +246,34 @@ func (x *xstate) titles(ws []xproto.Window) map[xproto.Window]string {
 		wr, werr := ck.wm.Reply()
 		switch {
 		case nerr == nil && nr.Format == 8 && len(nr.Value) > 0:
-			out[ws[i]] = decodeText(nr.Value, nr.Type, utf8Atom)
+			out[ws[i]] = xsel.DecodeText(nr.Value, nr.Type, utf8Atom)
 		case werr == nil && wr.Format == 8 && len(wr.Value) > 0:
-			out[ws[i]] = decodeText(wr.Value, wr.Type, utf8Atom)
+			out[ws[i]] = xsel.DecodeText(wr.Value, wr.Type, utf8Atom)
 		}
 	}
 	return out
 }
 
-// decodeText turns an 8-bit text property into a Go string: UTF8_STRING as
-// is, STRING as Latin-1, anything else (COMPOUND_TEXT) as UTF-8 when it is
-// valid and Latin-1 when not.
-func decodeText(b []byte, typ, utf8Atom xproto.Atom) string {
-	if typ == utf8Atom || (typ != xproto.AtomString && utf8.Valid(b)) {
-		return strings.ToValidUTF8(string(b), "\uFFFD")
-	}
-	r := make([]rune, len(b))
-	for i, c := range b {
-		r[i] = rune(c)
-	}
-	return string(r)
-}
-
-// Limits on reading a selection.
+// Limits on reading a selection: xsel's defaults.
 const (
-	DefaultSelectionTimeout = 3 * time.Second
-	MaxSelectionBytes       = 16 << 20
+	DefaultSelectionTimeout = xsel.DefaultTimeout
+	MaxSelectionBytes       = xsel.DefaultMaxBytes
 )
 
 // Selection reads the text of an X selection ("CLIPBOARD", "PRIMARY" or
-// "SECONDARY", any case) the way a pasting client does: it asks the owner to
-// convert it to UTF8_STRING (then STRING) into a property of a window of its
-// own, on a connection of its own, and follows the INCR protocol for large
-// text. No owner gives "". When ctx has no deadline, DefaultSelectionTimeout
-// applies.
+// "SECONDARY", any case) the way a pasting client does, with xsel.Read: on a
+// connection of its own, following the INCR protocol for large text. No
+// owner gives "". When ctx has no deadline, DefaultSelectionTimeout applies.
 func (e *DisplayEnv) Selection(ctx context.Context, name string) (string, error) {
 	if e.d == nil {
 		return "", fmt.Errorf("read the %s selection: %w", name, ErrNoDisplay)
-	}
-	sel := strings.ToUpper(name)
-	switch sel {
-	case "CLIPBOARD", "PRIMARY", "SECONDARY":
-	default:
-		return "", fmt.Errorf("read selection: %q is not a selection; use CLIPBOARD, PRIMARY or SECONDARY", name)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultSelectionTimeout)
 		defer cancel()
 	}
-	c, err := e.d.Dial()
-	if err != nil {
-		return "", fmt.Errorf("read the %s selection: %w", sel, err)
-	}
-	quit := make(chan struct{})
-	events := make(chan xgb.Event, 16)
-	go func() {
-		for {
-			ev, err := c.WaitForEvent()
-			if ev == nil && err == nil {
-				return
-			}
-			if ev == nil {
-				continue
-			}
-			select {
-			case events <- ev:
-			case <-quit:
-				return
-			}
-		}
-	}()
-	defer func() {
-		close(quit)
-		c.Close()
-	}()
-	text, err := readSelection(ctx, c, sel, events)
-	if err != nil {
-		return "", fmt.Errorf("read the %s selection: %w", sel, err)
-	}
-	return text, nil
-}
-
-func readSelection(ctx context.Context, c *xgb.Conn, sel string, events <-chan xgb.Event) (string, error) {
-	atoms, err := internAtoms(c, sel, "UTF8_STRING", "INCR", "DESKENV_SELECTION")
-	if err != nil {
-		return "", err
-	}
-	selAtom := xproto.Atom(atoms[sel])
-	utf8Atom := xproto.Atom(atoms["UTF8_STRING"])
-	incr := xproto.Atom(atoms["INCR"])
-	prop := xproto.Atom(atoms["DESKENV_SELECTION"])
-
-	owner, err := xproto.GetSelectionOwner(c, selAtom).Reply()
-	if err != nil {
-		return "", err
-	}
-	if owner.Owner == xproto.WindowNone {
-		return "", nil
-	}
-	screen := xproto.Setup(c).DefaultScreen(c)
-	win, err := xproto.NewWindowId(c)
-	if err != nil {
-		return "", err
-	}
-	if err := xproto.CreateWindowChecked(c, 0, win, screen.Root, -10, -10, 1, 1, 0,
-		xproto.WindowClassInputOnly, 0, xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
-		return "", fmt.Errorf("create a window to receive the selection: %w", err)
-	}
-	defer xproto.DestroyWindow(c, win)
-
-	for _, target := range []xproto.Atom{utf8Atom, xproto.AtomString} {
-		if err := xproto.ConvertSelectionChecked(c, win, selAtom, target, prop, xproto.TimeCurrentTime).Check(); err != nil {
-			return "", err
-		}
-		ev, err := waitSelectionNotify(ctx, events, win, selAtom)
-		if err != nil {
-			return "", fmt.Errorf("its owner (window 0x%x) did not answer: %w", owner.Owner, err)
-		}
-		if ev.Property == xproto.AtomNone {
-			continue // the owner cannot convert to this target
-		}
-		data, typ, err := readProperty(c, win, prop)
-		if err != nil {
-			return "", err
-		}
-		if typ == incr {
-			data, typ, err = readIncremental(ctx, c, win, prop, events)
-			if err != nil {
-				return "", err
-			}
-		}
-		return decodeText(data, typ, utf8Atom), nil
-	}
-	return "", ErrNoText
-}
-
-func waitSelectionNotify(ctx context.Context, events <-chan xgb.Event, win xproto.Window, sel xproto.Atom) (xproto.SelectionNotifyEvent, error) {
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return xproto.SelectionNotifyEvent{}, errors.New("the X connection closed")
-			}
-			if n, ok := ev.(xproto.SelectionNotifyEvent); ok && n.Requestor == win && n.Selection == sel {
-				return n, nil
-			}
-		case <-ctx.Done():
-			return xproto.SelectionNotifyEvent{}, ctx.Err()
-		}
-	}
-}
-
-// readProperty reads a whole property in chunks and deletes it.
-func readProperty(c *xgb.Conn, win xproto.Window, prop xproto.Atom) ([]byte, xproto.Atom, error) {
-	const chunk = 1 << 16 // 32-bit units per request
-	var out []byte
-	var offset uint32
-	for {
-		r, err := xproto.GetProperty(c, true, win, prop, xproto.GetPropertyTypeAny, offset, chunk).Reply()
-		if err != nil {
-			return nil, 0, fmt.Errorf("read the converted selection: %w", err)
-		}
-		if r.Type == xproto.AtomNone {
-			return nil, xproto.AtomNone, nil
-		}
-		out = append(out, r.Value...)
-		if len(out) > MaxSelectionBytes {
-			return nil, 0, fmt.Errorf("the selection holds more than %d bytes", MaxSelectionBytes)
-		}
-		if r.BytesAfter == 0 {
-			return out, r.Type, nil
-		}
-		offset += uint32(len(r.Value)) / 4
-	}
-}
-
-// readIncremental follows ICCCM's INCR protocol: readProperty deleted the INCR
-// property, which tells the owner to write the first chunk; each deletion asks
-// for the next, and an empty chunk ends the transfer.
-func readIncremental(ctx context.Context, c *xgb.Conn, win xproto.Window, prop xproto.Atom, events <-chan xgb.Event) ([]byte, xproto.Atom, error) {
-	var out []byte
-	var typ xproto.Atom
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return nil, 0, errors.New("the X connection closed during an incremental transfer")
-			}
-			n, ok := ev.(xproto.PropertyNotifyEvent)
-			if !ok || n.Window != win || n.Atom != prop || n.State != xproto.PropertyNewValue {
-				continue
-			}
-			data, t, err := readProperty(c, win, prop)
-			if err != nil {
-				return nil, 0, err
-			}
-			if t == xproto.AtomNone {
-				continue
-			}
-			if len(data) == 0 {
-				return out, typ, nil
-			}
-			if typ == 0 {
-				typ = t
-			}
-			out = append(out, data...)
-			if len(out) > MaxSelectionBytes {
-				return nil, 0, fmt.Errorf("the selection holds more than %d bytes", MaxSelectionBytes)
-			}
-		case <-ctx.Done():
-			return nil, 0, fmt.Errorf("incremental transfer stopped after %d bytes: %w", len(out), ctx.Err())
-		}
-	}
+	return xsel.Read(ctx, e.d.Name(), name, MaxSelectionBytes)
 }
 
 // Screenshot captures the screen with the function given to NewEnv, or else
