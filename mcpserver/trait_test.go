@@ -14,6 +14,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 var traitNames = []string{"bash", "read_file", "write_file", "list_files", "clipboard_get", "clipboard_set"}
@@ -378,5 +380,77 @@ func TestHeadTail(t *testing.T) {
 		if got != tc.want || tr != tc.truncated {
 			t.Errorf("%v max %d: %q %v, want %q %v", tc.writes, tc.max, got, tr, tc.want, tc.truncated)
 		}
+	}
+}
+
+// xselClipboard is the clipboard trait as cmd/deskenv builds it: an owner of
+// its own for setting, a pasting client's read for getting.
+type xselClipboard struct {
+	display string
+	owner   *xsel.Owner
+}
+
+func (c xselClipboard) ReadClipboard(ctx context.Context) (string, error) {
+	return xsel.Read(ctx, c.display, "CLIPBOARD", 1<<20)
+}
+
+func (c xselClipboard) WriteClipboard(ctx context.Context, text string) error {
+	return c.owner.Set(ctx, text)
+}
+
+// TestClipboardTrait: clipboard_set makes the text what another X client
+// pastes, clipboard_get reads what another client copied, in tools and in
+// scripts.
+func TestClipboardTrait(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1024, h: 768, model: "auto", noProbe: true})
+	owner, err := xsel.NewOwner(r.d.Name(), "CLIPBOARD", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { owner.Close() })
+	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct},
+		Traits: Traits{Clipboard: xselClipboard{r.d.Name(), owner}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.srv = srv
+	c := r.connect(t, "http")
+	// Another client on the desktop: an app that copies.
+	app, err := xsel.NewOwner(r.d.Name(), "CLIPBOARD", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { app.Close() })
+
+	for _, text := range []string{"plain", "héllo € 日本 🙂", "", strings.Repeat("line\n", 20000)} {
+		t.Run(abbreviate(text), func(t *testing.T) {
+			res := call(t, c, "clipboard_set", map[string]any{"text": text})
+			if res.IsError {
+				t.Fatal(resultText(res))
+			}
+			got, err := xsel.Read(t.Context(), r.d.Name(), "CLIPBOARD", 1<<20)
+			if err != nil || got != text {
+				t.Fatalf("another client pastes %q (%v), want %q", abbreviate(got), err, abbreviate(text))
+			}
+			if err := app.Set(t.Context(), text+"!"); err != nil {
+				t.Fatal(err)
+			}
+			res = call(t, c, "clipboard_get", map[string]any{})
+			if res.IsError || resultText(res) != text+"!" {
+				t.Fatalf("clipboard_get: %q (error %v), want %q", abbreviate(resultText(res)), res.IsError, abbreviate(text+"!"))
+			}
+		})
+	}
+	res := call(t, c, "run_script", map[string]any{"script": "clipboard_set('from a script')\nprint(clipboard_get())"})
+	if res.IsError || resultText(res) != "from a script\n" {
+		t.Errorf("script: %q (error %v)", resultText(res), res.IsError)
+	}
+	res = call(t, c, "clipboard_set", map[string]any{"text": strings.Repeat("x", xsel.MaxSetBytes+1)})
+	if !res.IsError || !strings.Contains(resultText(res), "clipboard_set") {
+		t.Errorf("oversized text: %q (error %v)", abbreviate(resultText(res)), res.IsError)
+	}
+	res = call(t, c, "clipboard_set", map[string]any{})
+	if !res.IsError || !strings.Contains(resultText(res), `missing "text"`) {
+		t.Errorf("no text: %q", resultText(res))
 	}
 }

@@ -101,16 +101,22 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		ModelW: space.ModelW, ModelH: space.ModelH,
 	})
 
+	traits, err := a.traits(cfg, home)
+	if err != nil {
+		return nil, err
+	}
 	var modes []mcpserver.Mode
 	for _, m := range splitList(cfg.MCPTools, ",") {
 		modes = append(modes, mcpserver.Mode(m))
 	}
 	a.mcp, err = mcpserver.New(a.exec, a.shooter, a.capt, mcpserver.Config{
-		Modes:   modes,
-		Settle:  deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
-		Name:    "deskenv",
-		Version: version,
-		Logger:  log,
+		Modes:     modes,
+		FindTools: cfg.FindTools,
+		Traits:    traits,
+		Settle:    deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Name:      "deskenv",
+		Version:   version,
+		Logger:    log,
 	})
 	if err != nil {
 		return nil, err
@@ -253,6 +259,27 @@ func outcomeOf(ep *control.Episode) *record.Outcome {
 
 // mcpTools offers the MCP server's tools to the control plane's OpenEnv face
 // (/step, /ws "mcp" messages): the very tools agents get at /mcp.
+// traits builds the MCP traits --mcp-traits names, over this desktop's home
+// and session environment.
+func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
+	var t mcpserver.Traits
+	for _, name := range splitList(cfg.MCPTraits, ",") {
+		switch name {
+		case "bash":
+			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env()}
+		case "files":
+			t.Files = &mcpserver.FilesTrait{Home: home}
+		case "clipboard":
+			c, err := newDeskClipboard(a.display, a)
+			if err != nil {
+				return t, err
+			}
+			t.Clipboard = c
+		}
+	}
+	return t, nil
+}
+
 type mcpTools struct{ s *mcpserver.Server }
 
 func (m mcpTools) ListTools(ctx context.Context) ([]control.ToolInfo, error) {

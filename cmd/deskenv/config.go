@@ -29,6 +29,8 @@ type config struct {
 
 	// agents
 	MCPTools    string
+	MCPTraits   string
+	FindTools   bool
 	ImageFormat string
 	JPEGQuality int
 	SettleQuiet time.Duration
@@ -103,6 +105,8 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: $XDG_DATA_HOME/deskenv/home, never your own home)")
 
 	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
+	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: bash (shell commands as the desktop user), files (read, write, list in the desktop's home), clipboard (get and set its text)")
+	fs.BoolVar(&c.FindTools, "mcp-find-tools", c.FindTools, "add find_tools, which searches the other tools by words and returns their schemas"+envNote("mcp-find-tools"))
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
 	num(&c.JPEGQuality, "jpeg-quality", "JPEG quality 1-100 when --image-format=jpeg")
 	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")
@@ -190,7 +194,14 @@ func (c *config) validate() error {
 		}
 	}
 	if len(splitList(c.MCPTools, ",")) == 0 {
-		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools")
+		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools, codeact")
+	}
+	for _, tr := range splitList(c.MCPTraits, ",") {
+		switch tr {
+		case "bash", "files", "clipboard":
+		default:
+			return fmt.Errorf("--mcp-traits %q: unknown trait %q (use bash, files, clipboard, or several: bash,files)", c.MCPTraits, tr)
+		}
 	}
 	switch c.Mode {
 	case "sim", "prod":
@@ -256,6 +267,12 @@ func (c *config) desktopHome() (string, error) {
 			return "", fmt.Errorf("no --home given: %w", err)
 		}
 		home = filepath.Join(base, "home")
+	}
+	// Absolute, because the files trait and the reset's baseline both name
+	// paths inside it and must not depend on the working directory.
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return "", fmt.Errorf("--home %s: %w", home, err)
 	}
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("--home %s: %w", home, err)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,14 @@ func TestConfig(t *testing.T) {
 		{"bad screen", []string{"--screen", "big"}, nil, nil, "--screen \"big\""},
 		{"bad format", []string{"--image-format", "gif"}, nil, nil, "use png or jpeg"},
 		{"bad tools", []string{"--mcp-tools", "computer,magic"}, nil, nil, "unknown shape \"magic\""},
+		{"traits off by default", nil, nil, func(c config) bool { return c.MCPTraits == "" && !c.FindTools }, ""},
+		{"traits", []string{"--mcp-traits", "bash, files,clipboard", "--mcp-find-tools"}, nil, func(c config) bool {
+			return len(splitList(c.MCPTraits, ",")) == 3 && c.FindTools
+		}, ""},
+		{"traits from env", nil, map[string]string{"DESKENV_MCP_TRAITS": "files", "DESKENV_MCP_FIND_TOOLS": "true"}, func(c config) bool {
+			return c.MCPTraits == "files" && c.FindTools
+		}, ""},
+		{"bad trait", []string{"--mcp-traits", "bash,root"}, nil, nil, "unknown trait \"root\""},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
 		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
@@ -297,4 +306,85 @@ func childPIDs(pid int) []int {
 		}
 	}
 	return out
+}
+
+// TestStdioCodeAct runs the binary as an MCP host would for a CodeAct agent:
+// over stdio, run_script and find_tools only, with every trait on; one
+// script uses the desktop, the files, the shell and the clipboard.
+func TestStdioCodeAct(t *testing.T) {
+	bin := buildBinary(t)
+	ctx := context.Background()
+	home := filepath.Join(t.TempDir(), "desk")
+	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, "mcp", "--stdio",
+		"--apps", "", "--home", home, "--mcp-tools", "codeact", "--mcp-traits", "bash,files,clipboard", "--mcp-find-tools")
+	c := client.NewClient(tr)
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-codeact", Version: "1"}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := c.Initialize(cctx, init); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ListTools(cctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	if strings.Join(names, ",") != "find_tools,run_script" {
+		t.Fatalf("tools %v, want run_script and find_tools only", names)
+	}
+	script := `write_file("notes/a.txt", "alpha")
+r = bash("cat notes/a.txt; echo; ls ~/notes")
+print(r.exit_code, r.output.replace("\n", " ").strip())
+clipboard_set("from the agent")
+print(clipboard_get())
+left_click(10, 10)
+print(cursor_position(), screen_size())
+print([e.name for e in list_files("notes")])
+`
+	tests := []struct {
+		tool string
+		args map[string]any
+		want []string
+	}{
+		{"run_script", map[string]any{"script": script}, []string{
+			"0 alpha a.txt\nfrom the agent\n(10, 10) (1280, 800)\n[\"a.txt\"]\n",
+		}},
+		{"find_tools", map[string]any{"query": "script"}, []string{`"name": "run_script"`, `"inputSchema"`}},
+	}
+	for _, tc := range tests {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = tc.tool
+		req.Params.Arguments = tc.args
+		res, err := c.CallTool(cctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := ""
+		for _, content := range res.Content {
+			if tc, ok := content.(mcp.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		if res.IsError {
+			t.Fatalf("%s: %s", tc.tool, text)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%s: result lacks %q:\n%s", tc.tool, w, text)
+			}
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(home, "notes", "a.txt")); err != nil || string(b) != "alpha" {
+		t.Errorf("the file on disk: %q, %v", b, err)
+	}
 }
