@@ -32,6 +32,9 @@ type rigConfig struct {
 	apps    [][]string // nil: none
 	noProbe bool
 	settle  deskimage.SettleOptions
+	// findTools and traits pass through to Config.
+	findTools bool
+	traits    Traits
 }
 
 // rig is one real desktop (its own Xvfb) with the whole MCP stack over it and
@@ -84,7 +87,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	if settle == (deskimage.SettleOptions{}) {
 		settle = deskimage.SettleOptions{Quiet: 50 * time.Millisecond, Max: time.Second}
 	}
-	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle})
+	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, Traits: cfg.traits})
 	if err != nil {
 		t.Fatal(err)
 	}

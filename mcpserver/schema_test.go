@@ -78,16 +78,24 @@ func sorted(s []string) []string {
 // annotations are right, and the model space is in the descriptions.
 func TestToolsList(t *testing.T) {
 	// A 1920x1200 screen scales to a 1280x800 model space ("auto").
+	home := t.TempDir()
+	allTraits := Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}, Clipboard: nopClipboard{}}
+	traitTools := []string{"bash", "read_file", "write_file", "list_files", "clipboard_get", "clipboard_set"}
 	tests := []struct {
-		modes []Mode
-		want  []string
+		modes     []Mode
+		findTools bool
+		traits    Traits
+		want      []string
 	}{
-		{[]Mode{ModeComputer}, []string{"computer"}},
-		{[]Mode{ModeTools}, hci.Actions()},
-		{nil, append([]string{"computer"}, hci.Actions()...)},
+		{[]Mode{ModeComputer}, false, Traits{}, []string{"computer"}},
+		{[]Mode{ModeTools}, false, Traits{}, hci.Actions()},
+		{nil, false, Traits{}, append([]string{"computer"}, hci.Actions()...)},
+		{[]Mode{ModeCodeAct}, false, Traits{}, []string{"run_script"}},
+		{[]Mode{ModeCodeAct}, true, allTraits, []string{"run_script", "find_tools"}},
+		{[]Mode{ModeComputer, ModeCodeAct}, true, allTraits, append([]string{"computer", "run_script", "find_tools"}, traitTools...)},
 	}
 	for _, tc := range tests {
-		r := newRig(t, rigConfig{w: 1920, h: 1200, model: "auto", modes: tc.modes, noProbe: true})
+		r := newRig(t, rigConfig{w: 1920, h: 1200, model: "auto", modes: tc.modes, noProbe: true, findTools: tc.findTools, traits: tc.traits})
 		for _, kind := range transports {
 			t.Run(fmt.Sprintf("%v/%s", tc.modes, kind), func(t *testing.T) {
 				tools := listWire(t, r, kind)
@@ -101,10 +109,13 @@ func TestToolsList(t *testing.T) {
 				}
 				for name, tl := range tools {
 					checkCommon(t, name, tl)
-					if name == "computer" {
+					switch {
+					case name == "computer":
 						checkComputer(t, tl)
-					} else {
+					case slices.Contains(hci.Actions(), name):
 						checkGranular(t, name, tl)
+					default:
+						checkOther(t, name, tl)
 					}
 				}
 			})
@@ -137,7 +148,9 @@ func checkCommon(t *testing.T, name string, tl wireTool) {
 			}
 		}
 	}
-	if !strings.Contains(tl.Description, "1280") || !strings.Contains(tl.Description, "800") {
+	// Tools that take or return screen coordinates say the model space.
+	screen := name == "computer" || name == "run_script" || slices.Contains(hci.Actions(), name)
+	if screen && (!strings.Contains(tl.Description, "1280") || !strings.Contains(tl.Description, "800")) {
 		t.Errorf("%s: description does not give the 1280x800 screenshot size: %q", name, tl.Description)
 	}
 	if a := tl.Annotations; a.ReadOnly == nil || a.Destructive == nil || a.Idempotent == nil || a.OpenWorld == nil || *a.OpenWorld {
@@ -236,6 +249,46 @@ func checkGranular(t *testing.T, name string, tl wireTool) {
 		t.Errorf("%s: duration bounds %v..%v", name, p["minimum"], p["maximum"])
 	}
 }
+
+// checkOther checks run_script, find_tools and the trait tools: their
+// arguments and required fields, and whether they say they change things.
+func checkOther(t *testing.T, name string, tl wireTool) {
+	t.Helper()
+	want := map[string]struct {
+		props, required []string
+		readOnly        bool
+		destructive     bool
+	}{
+		"run_script":    {[]string{"script"}, []string{"script"}, false, true},
+		"find_tools":    {[]string{"query"}, []string{"query"}, true, false},
+		"bash":          {[]string{"command", "timeout"}, []string{"command"}, false, true},
+		"read_file":     {[]string{"path"}, []string{"path"}, true, false},
+		"write_file":    {[]string{"append", "path", "text"}, []string{"path", "text"}, false, true},
+		"list_files":    {[]string{"path"}, nil, true, false},
+		"clipboard_get": {nil, nil, true, false},
+		"clipboard_set": {[]string{"text"}, []string{"text"}, false, false},
+	}
+	w, ok := want[name]
+	if !ok {
+		t.Fatalf("unexpected tool %s", name)
+	}
+	var props []string
+	for k := range tl.InputSchema.Properties {
+		props = append(props, k)
+	}
+	if !slices.Equal(sorted(props), w.props) || !slices.Equal(sorted(tl.InputSchema.Required), sorted(w.required)) {
+		t.Errorf("%s: properties %v required %v, want %v and %v", name, sorted(props), tl.InputSchema.Required, w.props, w.required)
+	}
+	if a := tl.Annotations; *a.ReadOnly != w.readOnly || *a.Destructive != w.destructive {
+		t.Errorf("%s: readOnly %v destructive %v, want %v and %v", name, *a.ReadOnly, *a.Destructive, w.readOnly, w.destructive)
+	}
+}
+
+// nopClipboard stands in where only the tool list is looked at.
+type nopClipboard struct{}
+
+func (nopClipboard) ReadClipboard(context.Context) (string, error) { return "", nil }
+func (nopClipboard) WriteClipboard(context.Context, string) error  { return nil }
 
 // TestSpecsMatchHCI holds the granular tools' field table to hci's rules:
 // the required fields with sample values make a valid action, every field a
