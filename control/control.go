@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/deskenv/deskenv/display"
@@ -134,6 +135,9 @@ type Control struct {
 	busCancel func()
 	busDone   chan struct{}
 	busCh     <-chan hci.Event
+	// counted is the sequence number of the last bus event counted.
+	counted atomic.Uint64
+	bus     *hci.Bus
 	closeOnce sync.Once
 }
 
@@ -302,6 +306,8 @@ func New(cfg Config) (*Control, error) {
 		m.Gauge("deskenv_viewers", "People watching the desktop.", func() float64 { return float64(cfg.Viewers()) })
 	}
 	c.busCh, c.busCancel = bus.Subscribe(4096)
+	c.bus = bus
+	c.counted.Store(bus.Seq())
 	c.busDone = make(chan struct{})
 	go c.countEvents()
 	return c, nil
@@ -339,6 +345,11 @@ func (c *Control) countEvents() {
 	defer close(c.busDone)
 	for ev := range c.busCh {
 		c.count(ev)
+		// Events arrive in order, but the store at start-up may be ahead
+		// of the first few.
+		if ev.Seq > c.counted.Load() {
+			c.counted.Store(ev.Seq)
+		}
 	}
 }
 
@@ -372,7 +383,10 @@ func (c *Control) count(ev hci.Event) {
 			step = true
 		}
 	}
-	if !step || (ev.Source != hci.SourceAgent && ev.Source != hci.SourceHuman) {
+	// A script's actions are the agent's (run_script); replays and the
+	// control plane's own releases are nobody's steps.
+	agent := ev.Source == hci.SourceAgent || ev.Source == hci.SourceScript
+	if !step || (!agent && ev.Source != hci.SourceHuman) {
 		return
 	}
 	c.mu.Lock()
@@ -381,18 +395,22 @@ func (c *Control) count(ev hci.Event) {
 		return
 	}
 	c.current.ep.Steps++
-	if ev.Source == hci.SourceAgent {
+	if agent {
 		c.current.ep.AgentSteps++
 	} else {
 		c.current.ep.HumanSteps++
 	}
 }
 
-// drainBus lets the counter catch up with events already published, so an
-// episode that ends right after an action counts it.
+// drainBus lets the counter catch up with every event published so far, so
+// a state read or an episode end right after an action counts it. Waiting
+// for an empty channel is not enough: the counter may hold the last event
+// it took and not have counted it yet. A dropped event (a full buffer) would
+// never arrive, hence the deadline.
 func (c *Control) drainBus(ctx context.Context) {
+	target := c.bus.Seq()
 	deadline := time.Now().Add(200 * time.Millisecond)
-	for len(c.busCh) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+	for c.counted.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
 	}
 }

@@ -205,10 +205,18 @@ func TestEpisodeLifecycle(t *testing.T) {
 	if ep.ID != "ep-1" || *ep.Seed != 7 || ep.Status != "running" || ep.TaskID != "" {
 		t.Fatalf("reset returned %+v", ep)
 	}
-	// Two agent actions and a person's key press count as three steps;
-	// motion and the release do not.
-	for _, a := range []hci.Action{{Action: hci.ActMouseMove, Coordinate: []int{10, 10}}, {Action: hci.ActCursorPosition}} {
-		if _, err := r.exec.Do(ctx, a, hci.SourceAgent); err != nil {
+	// Two agent actions (one a tool call, one from the agent's run_script),
+	// a person's key press count as three steps; motion, the release and a
+	// replay do not.
+	for _, st := range []struct {
+		a   hci.Action
+		src hci.Source
+	}{
+		{hci.Action{Action: hci.ActMouseMove, Coordinate: []int{10, 10}}, hci.SourceAgent},
+		{hci.Action{Action: hci.ActCursorPosition}, hci.SourceScript},
+		{hci.Action{Action: hci.ActCursorPosition}, hci.SourceReplay},
+	} {
+		if _, err := r.exec.Do(ctx, st.a, st.src); err != nil {
 			t.Fatal(err)
 		}
 	}

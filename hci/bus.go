@@ -105,6 +105,14 @@ func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) {
 	}
 }
 
+// Seq is the sequence number of the last event published, so a subscriber
+// can tell when it has caught up with everything published so far.
+func (b *Bus) Seq() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq
+}
+
 // Dropped counts events lost by slow subscribers since the bus started.
 func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
 

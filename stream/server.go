@@ -161,11 +161,12 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 }
 
 // gate is installed on the executor: it refuses the agent under PolicyHuman
-// and people under PolicyAgent.
+// and people under PolicyAgent. An agent's run_script acts as source script:
+// it is the agent too.
 func (s *Server) gate(src hci.Source, what string) error {
 	switch s.Policy() {
 	case PolicyHuman:
-		if src == hci.SourceAgent {
+		if src == hci.SourceAgent || src == hci.SourceScript {
 			return ErrPersonInControl
 		}
 	case PolicyAgent:

@@ -244,11 +244,14 @@ func TestControl(t *testing.T) {
 		t.Fatalf("policy %q, want human", got)
 	}
 
-	// The agent is refused under policy human, with the reason.
+	// The agent is refused under policy human, with the reason, whether it
+	// calls a tool or runs a script.
 	ctx := context.Background()
-	err := e.exec.MoveTo(ctx, 5, 5, hci.SourceAgent)
-	if err == nil || !strings.Contains(err.Error(), "a person has control") {
-		t.Errorf("agent motion under policy human: %v, want a person-has-control error", err)
+	for _, src := range []hci.Source{hci.SourceAgent, hci.SourceScript} {
+		err := e.exec.MoveTo(ctx, 5, 5, src)
+		if err == nil || !strings.Contains(err.Error(), "a person has control") {
+			t.Errorf("%s motion under policy human: %v, want a person-has-control error", src, err)
+		}
 	}
 	if err := e.s.SetPolicy(PolicyShared); err != nil {
 		t.Fatal(err)
