@@ -136,8 +136,8 @@ type Control struct {
 	busDone   chan struct{}
 	busCh     <-chan hci.Event
 	// counted is the sequence number of the last bus event counted.
-	counted atomic.Uint64
-	bus     *hci.Bus
+	counted   atomic.Uint64
+	bus       *hci.Bus
 	closeOnce sync.Once
 }
 
