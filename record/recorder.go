@@ -54,6 +54,10 @@ type Options struct {
 	// HTTP stop calls it when asked to end the episode, and its outcome is
 	// written into episode.json.
 	Finish func(ctx context.Context, episodeID string) (*Outcome, error)
+	// OnStatus, if set, is called after a recording starts, pauses,
+	// resumes or stops, so the appliance can tell everyone watching (the
+	// page's REC marker) without polling. It must not block.
+	OnStatus func(Status)
 }
 
 func (o *Options) defaults() {
@@ -228,6 +232,21 @@ func (ep *Episode) Dir() string { return ep.dir }
 
 // Start begins recording an episode.
 func (r *Recorder) Start(ctx context.Context, info EpisodeInfo) (*Episode, error) {
+	ep, err := r.start(ctx, info)
+	if err == nil {
+		r.notify()
+	}
+	return ep, err
+}
+
+// notify tells Options.OnStatus what the recorder now does.
+func (r *Recorder) notify() {
+	if r.opt.OnStatus != nil {
+		r.opt.OnStatus(r.Status())
+	}
+}
+
+func (r *Recorder) start(ctx context.Context, info EpisodeInfo) (*Episode, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cur != nil {
@@ -841,7 +860,11 @@ func (r *Recorder) Pause(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return ep.control(ctx, ctlMsg{kind: "pause"})
+	if err := ep.control(ctx, ctlMsg{kind: "pause"}); err != nil {
+		return err
+	}
+	r.notify()
+	return nil
 }
 
 // Resume ends a pause.
@@ -850,7 +873,11 @@ func (r *Recorder) Resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return ep.control(ctx, ctlMsg{kind: "resume"})
+	if err := ep.control(ctx, ctlMsg{kind: "resume"}); err != nil {
+		return err
+	}
+	r.notify()
+	return nil
 }
 
 // Stop ends the recording and writes outcome (nil: unscored) into
@@ -878,6 +905,7 @@ func (r *Recorder) Stop(ctx context.Context, outcome *Outcome) (*Meta, error) {
 	r.mu.Unlock()
 	r.log.Info("recording stopped", "episode", m.ID, "dir", ep.dir, "steps", m.Counts.Steps, "events", m.Counts.Events,
 		"frames", m.Counts.Frames, "status", m.Status)
+	r.notify()
 	return &m, err
 }
 

@@ -45,6 +45,10 @@ type ControlState struct {
 	Holder  *string      `json:"holder"` // null when nobody has control
 	Policy  Policy       `json:"policy"`
 	Viewers []ViewerInfo `json:"viewers"`
+	// Recording is "recording" or "paused" while the desktop is being
+	// recorded, empty otherwise: everyone watching is shown it, whatever
+	// their role, because they are being recorded too.
+	Recording string `json:"recording,omitempty"`
 }
 
 type helloMsg struct {

@@ -98,6 +98,7 @@ type Server struct {
 	viewers map[string]*viewer
 	nextID  uint64
 	holder  string
+	rec     string // ControlState.Recording
 	closed  bool
 
 	ctx      context.Context
@@ -358,8 +359,26 @@ func (s *Server) viewersLocked() []ViewerInfo {
 	return out
 }
 
+// SetRecording tells every viewer whether the desktop is being recorded:
+// "recording", "paused", or "" for not.
+func (s *Server) SetRecording(state string) error {
+	switch state {
+	case "", "recording", "paused":
+	default:
+		return fmt.Errorf("stream: recording state %q: use recording, paused or empty", state)
+	}
+	s.mu.Lock()
+	changed := s.rec != state
+	s.rec = state
+	s.mu.Unlock()
+	if changed {
+		s.broadcastState()
+	}
+	return nil
+}
+
 func (s *Server) controlStateLocked() ControlState {
-	cs := ControlState{Policy: s.Policy(), Viewers: s.viewersLocked()}
+	cs := ControlState{Policy: s.Policy(), Viewers: s.viewersLocked(), Recording: s.rec}
 	if s.holder != "" {
 		h := s.holder
 		cs.Holder = &h

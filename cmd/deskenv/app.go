@@ -174,6 +174,21 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 			}
 			return outcomeOf(ep), nil
 		},
+		// Everyone watching sees the REC marker, viewers included: the
+		// stream's state reaches every role, /api/recording only operators.
+		OnStatus: func(st record.Status) {
+			if a.stream == nil {
+				return
+			}
+			state := ""
+			switch {
+			case st.Paused:
+				state = "paused"
+			case st.Recording:
+				state = "recording"
+			}
+			a.stream.SetRecording(state)
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--episodes: %w", err)

@@ -305,3 +305,6 @@ const recording = new Recording({
   token: new URL(location.href).searchParams.get('token'), toast,
 });
 recording.start();
+const recordingFromStream = () => recording.fromStream(session.control && session.control.recording);
+session.addEventListener('control', recordingFromStream);
+session.addEventListener('hello', recordingFromStream);

@@ -1,6 +1,9 @@
-// Recording: a marker everyone with access to the recorder's status sees while
-// the desktop is being recorded, and start/pause/stop for operators. It talks
-// to /api/recording (operator role); a viewer without access sees nothing.
+// Recording: a marker everyone watching sees while the desktop is being
+// recorded, and start/pause/stop for operators. The marker follows the
+// stream's state, which reaches every viewer the moment a recording starts or
+// stops; the buttons talk to /api/recording (operator role) and stay hidden
+// for links without access to it. Without a stream state (not connected yet)
+// the marker falls back on the polled status.
 
 /** recordingURL is the recorder's endpoint next to the page (works under /d/{i}/). */
 export function recordingURL(loc, path = '') {
@@ -11,6 +14,7 @@ export class Recording {
   constructor({ marker, button, pause, token, toast }) {
     this.marker = marker; this.button = button; this.pauseBtn = pause;
     this.toast = toast; this.status = null;
+    this.pushed = null; // 'recording', 'paused' or '' from the stream; null: none yet
     this.headers = { 'Content-Type': 'application/json' };
     if (token) this.headers.Authorization = `Bearer ${token}`;
     button.addEventListener('click', () => this.toggle());
@@ -35,10 +39,20 @@ export class Recording {
     }
   }
 
+  /** fromStream takes the stream state's recording field ('' when absent). */
+  fromStream(state) {
+    this.pushed = state || '';
+    this.show(this.status);
+  }
+
   show(st) {
     this.status = st;
-    const on = !!(st && st.recording);
-    const paused = !!(st && st.paused);
+    let on = !!(st && st.recording);
+    let paused = !!(st && st.paused);
+    if (this.pushed !== null) {
+      on = this.pushed !== '';
+      paused = this.pushed === 'paused';
+    }
     this.marker.hidden = !on;
     this.marker.textContent = paused ? 'REC paused' : 'REC';
     this.marker.dataset.state = paused ? 'paused' : 'recording';
