@@ -2,6 +2,7 @@ package image
 
 import (
 	"context"
+	"fmt"
 	"image/png"
 	"io"
 	"os"
@@ -125,6 +126,22 @@ func BenchmarkScreenshot(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkScale: the downscale alone, from the screen sizes deskenv most
+// often meets to their model space.
+func BenchmarkScale(b *testing.B) {
+	for _, sz := range []struct{ sw, sh, dw, dh int }{{1920, 1200, 1280, 800}, {1920, 1080, 1366, 768}} {
+		src := &Frame{Pix: make([]byte, sz.sw*sz.sh*4), Stride: sz.sw * 4, Width: sz.sw, Height: sz.sh}
+		for i := range src.Pix {
+			src.Pix[i] = byte(i * 7)
+		}
+		b.Run(fmt.Sprintf("%dx%d_to_%dx%d", sz.sw, sz.sh, sz.dw, sz.dh), func(b *testing.B) {
+			for b.Loop() {
+				Scale(src, sz.dw, sz.dh)
+			}
 		})
 	}
 }

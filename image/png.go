@@ -2,8 +2,8 @@ package image
 
 import (
 	"bytes"
-	"compress/flate"
 	"encoding/binary"
+	"github.com/klauspost/compress/flate"
 	"hash/adler32"
 	"hash/crc32"
 	"io"
