@@ -28,6 +28,7 @@ type ScriptLimits struct {
 	Timeout        time.Duration // wall time; default 2 minutes
 	MaxOutputBytes int           // printed text; default 64 KiB
 	MaxImages      int           // images attached with show; default 8
+	MaxScriptBytes int           // the program's text; default 256 KiB
 }
 
 func (l ScriptLimits) withDefaults() ScriptLimits {
@@ -42,6 +43,9 @@ func (l ScriptLimits) withDefaults() ScriptLimits {
 	}
 	if l.MaxImages <= 0 {
 		l.MaxImages = 8
+	}
+	if l.MaxScriptBytes <= 0 {
+		l.MaxScriptBytes = 256 << 10
 	}
 	return l
 }
@@ -208,6 +212,10 @@ func (s *Server) handleScript(ctx context.Context, req mcp.CallToolRequest) (*mc
 // carrying the output printed so far.
 func (s *Server) RunScript(ctx context.Context, src string) (res *mcp.CallToolResult) {
 	lim := s.cfg.Script.withDefaults()
+	if len(src) > lim.MaxScriptBytes {
+		// Parsing is not bounded by the step limit: refuse before it.
+		return toolError(fmt.Errorf("run_script: the script is %d bytes, more than %d; loop in the script instead of spelling every step out", len(src), lim.MaxScriptBytes))
+	}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
 	r := &scriptRun{s: s, ctx: ctx, lim: lim}

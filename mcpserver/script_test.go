@@ -99,6 +99,7 @@ func TestScriptErrors(t *testing.T) {
 		{"huge output", "print('first')\nfor i in range(100000):\n  print('x' * 100)\n", []string{"more than 1000 bytes", "first"}},
 		{"tool error", "print('clicked')\nleft_click(1, 2)\nleft_click(99999, 0)\nprint('never')\n", []string{"left_click", "clicked"}},
 		{"missing arg", "print('p')\nleft_click(1)\n", []string{"missing y", "p"}},
+		{"huge script", strings.Repeat("x = 1\n", 50000), []string{"the script is 300000 bytes, more than 262144"}},
 		{"wall time", "print('w')\nwait(5)\nwait(5)\nwait(5)\nwait(5)\nwait(5)\n", []string{"wall time", "w"}},
 	}
 	for _, tc := range tests {
