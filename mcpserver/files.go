@@ -104,14 +104,19 @@ func (f FilesTrait) local(tool, p string, dflt bool) (string, error) {
 	return p, nil
 }
 
-// open opens Home as a root for one call. A fresh root per call costs one
+// resolve checks the path p a call names and opens Home as a root to reach
+// it through; the caller closes the root. A fresh root per call costs one
 // open(2) and follows a reset that replaced the directory.
-func (f FilesTrait) open(tool string) (*os.Root, error) {
+func (f FilesTrait) resolve(tool, p string, dflt bool) (*os.Root, string, error) {
+	rel, err := f.local(tool, p, dflt)
+	if err != nil {
+		return nil, "", err
+	}
 	r, err := os.OpenRoot(f.Home)
 	if err != nil {
-		return nil, fmt.Errorf("%s: the home directory: %w", tool, err)
+		return nil, "", fmt.Errorf("%s: the home directory: %w", tool, err)
 	}
-	return r, nil
+	return r, rel, nil
 }
 
 // explain words os.Root's errors for the model. os.Root reports an escape
@@ -134,11 +139,7 @@ func (f FilesTrait) explain(tool, p string, err error) error {
 func (f FilesTrait) read(_ context.Context, a traitArgs) (traitResult, error) {
 	const tool = "read_file"
 	p := a.str("path")
-	rel, err := f.local(tool, p, false)
-	if err != nil {
-		return traitResult{}, err
-	}
-	root, err := f.open(tool)
+	root, rel, err := f.resolve(tool, p, false)
 	if err != nil {
 		return traitResult{}, err
 	}
@@ -182,18 +183,14 @@ func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
 	if len(text) > f.MaxWriteBytes {
 		return traitResult{}, fmt.Errorf("%s: the text is %d bytes, more than the %d one call writes; write it in parts with append=true", tool, len(text), f.MaxWriteBytes)
 	}
-	rel, err := f.local(tool, p, false)
-	if err != nil {
-		return traitResult{}, err
-	}
-	if rel == "." {
-		return traitResult{}, fmt.Errorf("%s: %q is the home directory itself; name a file in it", tool, p)
-	}
-	root, err := f.open(tool)
+	root, rel, err := f.resolve(tool, p, false)
 	if err != nil {
 		return traitResult{}, err
 	}
 	defer root.Close()
+	if rel == "." {
+		return traitResult{}, fmt.Errorf("%s: %q is the home directory itself; name a file in it", tool, p)
+	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return traitResult{}, f.explain(tool, p, err)
@@ -222,11 +219,7 @@ func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
 func (f FilesTrait) list(_ context.Context, a traitArgs) (traitResult, error) {
 	const tool = "list_files"
 	p := a.str("path")
-	rel, err := f.local(tool, p, true)
-	if err != nil {
-		return traitResult{}, err
-	}
-	root, err := f.open(tool)
+	root, rel, err := f.resolve(tool, p, true)
 	if err != nil {
 		return traitResult{}, err
 	}

@@ -251,27 +251,46 @@ func TestApplianceEndToEnd(t *testing.T) {
 // over its stdin and stdout.
 func TestStdio(t *testing.T) {
 	bin := buildBinary(t)
-	ctx := context.Background()
-	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, "mcp", "--stdio", "--apps", "")
+	c := stdioClient(t, bin, "--apps", "")
+	res := callText(t, c, "computer", map[string]any{"action": "cursor_position"})
+	if !regexp.MustCompile(`X=\d+,\s*Y=\d+`).MatchString(res) {
+		t.Fatalf("cursor_position over stdio: %q", res)
+	}
+}
+
+// stdioClient starts bin as an MCP host does, `deskenv mcp --stdio` with
+// args, and initializes an mcp-go client over its stdin and stdout.
+func stdioClient(t *testing.T, bin string, args ...string) *client.Client {
+	t.Helper()
+	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, append([]string{"mcp", "--stdio"}, args...)...)
 	c := client.NewClient(tr)
-	if err := c.Start(ctx); err != nil {
+	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	init := mcp.InitializeRequest{}
 	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-e2e", Version: "1"}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	if _, err := c.Initialize(ictx, init); err != nil {
+	if _, err := c.Initialize(ctx, init); err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// callText calls a tool and returns its text; a protocol error or a tool
+// error fails the test.
+func callText(t *testing.T, c *client.Client, tool string, args map[string]any) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	req := mcp.CallToolRequest{}
-	req.Params.Name = "computer"
-	req.Params.Arguments = map[string]any{"action": "cursor_position"}
-	res, err := c.CallTool(ictx, req)
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", tool, err)
 	}
 	text := ""
 	for _, content := range res.Content {
@@ -279,9 +298,10 @@ func TestStdio(t *testing.T) {
 			text += tc.Text
 		}
 	}
-	if res.IsError || !regexp.MustCompile(`X=\d+,\s*Y=\d+`).MatchString(text) {
-		t.Fatalf("cursor_position over stdio: %q (error %v)", text, res.IsError)
+	if res.IsError {
+		t.Fatalf("%s: %s", tool, text)
 	}
+	return text
 }
 
 // childPIDs lists the direct children of pid, from every /proc/N/stat (Go
@@ -313,24 +333,9 @@ func childPIDs(pid int) []int {
 // script uses the desktop, the files, the shell and the clipboard.
 func TestStdioCodeAct(t *testing.T) {
 	bin := buildBinary(t)
-	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "desk")
-	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, "mcp", "--stdio",
-		"--apps", "", "--home", home, "--mcp-tools", "codeact", "--mcp-traits", "bash,files,clipboard", "--mcp-find-tools")
-	c := client.NewClient(tr)
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	init := mcp.InitializeRequest{}
-	init.Params.ClientInfo = mcp.Implementation{Name: "stdio-codeact", Version: "1"}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if _, err := c.Initialize(cctx, init); err != nil {
-		t.Fatal(err)
-	}
-	list, err := c.ListTools(cctx, mcp.ListToolsRequest{})
+	c := stdioClient(t, bin, "--apps", "", "--home", home, "--mcp-tools", "codeact", "--mcp-traits", "bash,files,clipboard", "--mcp-find-tools")
+	list, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,22 +367,7 @@ print([e.name for e in list_files("notes")])
 		{"find_tools", map[string]any{"query": "script"}, []string{`"name": "run_script"`, `"inputSchema"`}},
 	}
 	for _, tc := range tests {
-		req := mcp.CallToolRequest{}
-		req.Params.Name = tc.tool
-		req.Params.Arguments = tc.args
-		res, err := c.CallTool(cctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := ""
-		for _, content := range res.Content {
-			if tc, ok := content.(mcp.TextContent); ok {
-				text += tc.Text
-			}
-		}
-		if res.IsError {
-			t.Fatalf("%s: %s", tc.tool, text)
-		}
+		text := callText(t, c, tc.tool, tc.args)
 		for _, w := range tc.want {
 			if !strings.Contains(text, w) {
 				t.Errorf("%s: result lacks %q:\n%s", tc.tool, w, text)

@@ -22,13 +22,7 @@ import (
 func TestRecordingMarker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
-	bin := filepath.Join(t.TempDir(), "deskenv")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build deskenv: %v\n%s", err, out)
-	}
+	bin := buildDeskenv(ctx, t)
 	const op, viewer = "op-secret-0123456789", "viewer-secret-0123456789"
 	episodes := t.TempDir()
 	cmd := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:0", "--operator-token", op, "--viewer-token", viewer,

@@ -29,6 +29,18 @@ import (
 	"github.com/deskenv/deskenv/task"
 )
 
+// buildDeskenv builds the appliance's binary into the test's temp dir.
+func buildDeskenv(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "deskenv")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
+	build.Dir = moduleRoot(t)
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build deskenv: %v\n%s", err, out)
+	}
+	return bin
+}
+
 // moduleRoot is the directory holding go.mod.
 func moduleRoot(t *testing.T) string {
 	t.Helper()
@@ -214,12 +226,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	root := moduleRoot(t)
-	bin := filepath.Join(t.TempDir(), "deskenv")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build deskenv: %v\n%s", err, out)
-	}
+	bin := buildDeskenv(ctx, t)
 	tasks, err := task.Load(filepath.Join(root, "tasks"))
 	if err != nil {
 		t.Fatal(err)
