@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -282,6 +283,11 @@ func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
 		switch name {
 		case "bash":
 			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env()}
+			if os.Geteuid() == 0 {
+				// The image runs as the unprivileged desk user; a host
+				// run as root hands the agent a root shell.
+				a.log.Warn("--mcp-traits bash: deskenv runs as root, so the agent's commands run as root too; run it as an unprivileged user (the image's desk user) to contain them")
+			}
 		case "files":
 			t.Files = &mcpserver.FilesTrait{Home: home}
 		case "clipboard":
