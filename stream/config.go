@@ -18,8 +18,8 @@ type Policy string
 const (
 	// PolicyShared lets the agent act and the one person in control too.
 	PolicyShared Policy = "shared"
-	// PolicyHuman refuses the agent's actions with a tool error while people
-	// act.
+	// PolicyHuman refuses the agent's actions with a tool error while a
+	// person has control; with nobody in control the agent acts.
 	PolicyHuman Policy = "human"
 	// PolicyAgent lets only the agent act; people watch.
 	PolicyAgent Policy = "agent"

@@ -27,7 +27,7 @@ import (
 )
 
 // ErrPersonInControl is what the agent's actions fail with under PolicyHuman.
-var ErrPersonInControl = errors.New("a person has control of the desktop (policy human): the agent may act again once an operator sets the policy to shared or agent")
+var ErrPersonInControl = errors.New("a person has control of the desktop (policy human): the agent may act again when they release it, or when an operator sets the policy to shared or agent")
 
 // errPeopleWatch is what people's input fails with under PolicyAgent.
 var errPeopleWatch = errors.New("the agent has control of the desktop (policy agent): people can only watch")
@@ -88,6 +88,9 @@ type Server struct {
 	ownsCapt bool
 
 	policy atomic.Value // Policy; read by the hci gate on every agent action
+	// held mirrors holder != "" for the gate, which must not take mu: the
+	// stream calls the executor with mu held.
+	held atomic.Bool
 
 	// actMu serialises people's input with control changes, so an input
 	// checked against the old holder cannot land after the hand-over has
@@ -162,12 +165,12 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 }
 
 // gate is installed on the executor: it refuses the agent under PolicyHuman
-// and people under PolicyAgent. An agent's run_script acts as source script:
-// it is the agent too.
+// while a person has control, and people under PolicyAgent. An agent's
+// run_script acts as source script: it is the agent too.
 func (s *Server) gate(src hci.Source, what string) error {
 	switch s.Policy() {
 	case PolicyHuman:
-		if src == hci.SourceAgent || src == hci.SourceScript {
+		if (src == hci.SourceAgent || src == hci.SourceScript) && s.held.Load() {
 			return ErrPersonInControl
 		}
 	case PolicyAgent:
@@ -245,6 +248,7 @@ func (s *Server) SetPolicy(p Policy) error {
 	var lost string
 	if p == PolicyAgent {
 		lost, s.holder = s.holder, ""
+		s.held.Store(false)
 	}
 	s.mu.Unlock()
 	if lost != "" {
@@ -292,6 +296,7 @@ func (s *Server) grantLocked(id string) error {
 	}
 	old := s.holder
 	s.holder = id
+	s.held.Store(true)
 	s.mu.Unlock()
 	if old != id {
 		if old != "" {
@@ -321,6 +326,7 @@ func (s *Server) revokeLocked(only string) string {
 		return ""
 	}
 	s.holder = ""
+	s.held.Store(false)
 	s.mu.Unlock()
 	s.releaseHuman()
 	s.log.Info("control released", "viewer", old)

@@ -253,6 +253,17 @@ func TestControl(t *testing.T) {
 			t.Errorf("%s motion under policy human: %v, want a person-has-control error", src, err)
 		}
 	}
+	// With nobody in control the agent acts, under policy human too.
+	holder := e.s.Revoke()
+	if err := e.exec.MoveTo(ctx, 5, 5, hci.SourceAgent); err != nil {
+		t.Errorf("agent motion under policy human with nobody in control: %v", err)
+	}
+	if err := e.s.Grant(holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.exec.MoveTo(ctx, 5, 5, hci.SourceScript); err == nil {
+		t.Errorf("script motion under policy human after control was granted back was allowed")
+	}
 	if err := e.s.SetPolicy(PolicyShared); err != nil {
 		t.Fatal(err)
 	}
