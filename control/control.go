@@ -210,6 +210,10 @@ var (
 	ErrUnknownEpisode = errors.New("unknown episode")
 	ErrProdMode       = errors.New("not available in prod mode")
 	ErrClosed         = errors.New("control is closed")
+	// ErrResetting refuses the agent's and people's input while a reset
+	// runs: an action meant for the ending episode must not land in the
+	// next one's first observation.
+	ErrResetting = errors.New("the desktop is being reset: act again once the new episode has started")
 )
 
 // New builds the control plane: it records the session's windows and takes
@@ -477,6 +481,9 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 		return nil, err
 	}
 	defer c.release()
+	// Nobody acts on the desktop until it is back: the control plane's own
+	// releases are never gated, and task setup does not use the executor.
+	defer c.cfg.Exec.AddGate(func(src hci.Source, what string) error { return ErrResetting })()
 
 	if _, err := c.endLocked(ctx, "", "next_reset"); err != nil && !errors.Is(err, ErrUnknownEpisode) {
 		c.log.Warn("ending the previous episode", "err", err)

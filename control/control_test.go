@@ -498,3 +498,38 @@ func getJSON(t testing.TB, url, token string, out any) int {
 	t.Helper()
 	return doJSON(t, "GET", url, token, nil, out)
 }
+
+// TestResetGatesInput: while a reset runs, the agent's tool calls and
+// scripts and a person's input are refused with ErrResetting, and published
+// nowhere; once it has answered they act again.
+func TestResetGatesInput(t *testing.T) {
+	r := newRig(t, rigOptions{mode: ModeSim})
+	ctx := context.Background()
+	type try struct {
+		src hci.Source
+		err error
+	}
+	var during []try
+	// OnEpisodeStart runs inside the reset, after the desktop is back and
+	// before Reset answers: the latest moment an early action could land.
+	r.c.OnEpisodeStart(func(Episode) {
+		for _, src := range []hci.Source{hci.SourceAgent, hci.SourceScript, hci.SourceHuman} {
+			_, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{30, 30}}, src)
+			during = append(during, try{src, err})
+		}
+	})
+	if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(during) != 3 {
+		t.Fatalf("the hook ran %d actions", len(during))
+	}
+	for _, d := range during {
+		if !errors.Is(d.err, ErrResetting) {
+			t.Errorf("%s during a reset: %v, want ErrResetting", d.src, d.err)
+		}
+	}
+	if _, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{40, 40}}, hci.SourceAgent); err != nil {
+		t.Errorf("the agent after the reset: %v", err)
+	}
+}

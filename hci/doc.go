@@ -128,8 +128,8 @@
 // coordinates: KeyDown/KeyUp by keysym, ButtonDown/ButtonUp, MoveTo, Wheel.
 // Every call carries a Source (agent, human, script, replay, or a viewer's
 // own id); held keys and buttons are tracked per source so ReleaseHeldBy can
-// let go of what one viewer holds and ReleaseAll of everything. A gate
-// (SetGate) may refuse calls by source. Every executed action and primitive is
+// let go of what one viewer holds and ReleaseAll of everything. Gates
+// (AddGate) may refuse calls by source. Every executed action and primitive is
 // published on the Bus with its source, time and outcome; a slow subscriber
 // loses events rather than stalling input.
 //

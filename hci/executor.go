@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -75,9 +76,10 @@ type Executor struct {
 	bus   *Bus
 	start time.Time
 
-	cfgMu sync.RWMutex
-	space Space
-	gate  func(src Source, what string) error
+	cfgMu    sync.RWMutex
+	space    Space
+	gates    []gateEntry // replaced, never changed in place
+	nextGate uint64
 
 	mu        sync.Mutex // serialises everything sent to X and the held state
 	x         *xconn
@@ -172,15 +174,33 @@ func (e *Executor) SetSpace(s Space) {
 	e.cfgMu.Unlock()
 }
 
-// SetGate installs a policy that may refuse actions and inputs: it gets the
-// source and the action name or input type and returns nil to allow. nil
-// removes the gate. Refused calls do nothing and are not published. Releasing
-// what the same source holds is never refused, so a source that loses control
-// cannot leave keys stuck.
-func (e *Executor) SetGate(g func(src Source, what string) error) {
+// A Gate is a policy that may refuse actions and inputs: it gets the source
+// and the action name or input type and returns nil to allow.
+type Gate func(src Source, what string) error
+
+// AddGate installs g and returns the function that removes it. Every gate
+// must allow a call; the first refusal is the error. Refused calls do
+// nothing and are not published. Releasing what the same source holds is
+// never refused, so a source that loses control cannot leave keys stuck.
+// Several parts of the appliance gate at once: the stream (who may act under
+// its policy) and the control plane (nobody during a reset).
+func (e *Executor) AddGate(g Gate) (remove func()) {
 	e.cfgMu.Lock()
-	e.gate = g
-	e.cfgMu.Unlock()
+	defer e.cfgMu.Unlock()
+	e.nextGate++
+	id := e.nextGate
+	// A new slice each time: allow reads it without the lock held.
+	e.gates = append(slices.Clone(e.gates), gateEntry{id, g})
+	return func() {
+		e.cfgMu.Lock()
+		defer e.cfgMu.Unlock()
+		e.gates = slices.DeleteFunc(slices.Clone(e.gates), func(ge gateEntry) bool { return ge.id == id })
+	}
+}
+
+type gateEntry struct {
+	id uint64
+	g  Gate
 }
 
 func (e *Executor) allow(src Source, what string) error {
@@ -188,13 +208,12 @@ func (e *Executor) allow(src Source, what string) error {
 		return fmt.Errorf("hci: %s without a source: pass SourceAgent, SourceHuman, SourceScript or SourceReplay", what)
 	}
 	e.cfgMu.RLock()
-	g := e.gate
+	gates := e.gates
 	e.cfgMu.RUnlock()
-	if g == nil {
-		return nil
-	}
-	if err := g(src, what); err != nil {
-		return fmt.Errorf("hci: %s from %s refused: %w", what, src, err)
+	for _, ge := range gates {
+		if err := ge.g(src, what); err != nil {
+			return fmt.Errorf("hci: %s from %s refused: %w", what, src, err)
+		}
 	}
 	return nil
 }

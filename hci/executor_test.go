@@ -597,7 +597,7 @@ func TestGate(t *testing.T) {
 	if err := v.e.KeyDown(ctx, KeysymShiftL, SourceHuman); err != nil {
 		t.Fatal(err)
 	}
-	v.e.SetGate(func(src Source, what string) error {
+	ungate := v.e.AddGate(func(src Source, what string) error {
 		if src == SourceHuman {
 			return fmt.Errorf("the agent has control")
 		}
@@ -631,7 +631,22 @@ func TestGate(t *testing.T) {
 	if !slices.Equal(kinds, []string{"input/human", "action/agent"}) {
 		t.Errorf("published %v, want the key_up and the agent's key only", kinds)
 	}
-	v.e.SetGate(nil)
+	// A second gate: every gate must allow a call.
+	ungateReplay := v.e.AddGate(func(src Source, what string) error {
+		if src == SourceReplay {
+			return fmt.Errorf("no replays now")
+		}
+		return nil
+	})
+	if err := v.e.MoveTo(ctx, 1, 1, SourceReplay); err == nil || !strings.Contains(err.Error(), "no replays now") {
+		t.Errorf("second gate: %v", err)
+	}
+	ungateReplay()
+	if err := v.e.MoveTo(ctx, 1, 1, SourceReplay); err != nil {
+		t.Errorf("second gate removed but still refused: %v", err)
+	}
+
+	ungate()
 	if err := v.e.KeyDown(ctx, 'q', SourceHuman); err != nil {
 		t.Errorf("gate removed but still refused: %v", err)
 	}

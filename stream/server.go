@@ -91,6 +91,8 @@ type Server struct {
 	// held mirrors holder != "" for the gate, which must not take mu: the
 	// stream calls the executor with mu held.
 	held atomic.Bool
+	// ungate removes the gate from the executor.
+	ungate func()
 
 	// actMu serialises people's input with control changes, so an input
 	// checked against the old holder cannot land after the hand-over has
@@ -158,7 +160,7 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 	}
 	s.video = newPipeline(s)
 	s.xw = newXWatch(s)
-	exec.SetGate(s.gate)
+	s.ungate = exec.AddGate(s.gate)
 	s.log.Info("stream ready", "fps", cfg.FPS, "bitrate_kbps", cfg.BitrateKbps, "preset", cfg.Preset,
 		"policy", cfg.Policy, "udp_port", cfg.UDPPort, "ice_servers", len(cfg.ICEServers))
 	return s, nil
@@ -204,7 +206,7 @@ func (s *Server) Close() error {
 	if s.ownsCapt {
 		s.capt.Close()
 	}
-	s.exec.SetGate(nil)
+	s.ungate()
 	var err error
 	if s.udpMux != nil {
 		err = s.udpMux.Close()
