@@ -72,4 +72,7 @@ HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
 # tini is PID 1: it forwards SIGTERM to deskenv and reaps the orphans that
 # desktop apps leave behind (a browser's helpers, a terminal's background jobs),
 # which deskenv, waiting only for its own children, would leave as zombies.
-ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/deskenv"]
+# `deskenv init` runs first, as PID 1, and replaces itself with tini after
+# moving the DESKENV_*_TOKEN variables onto a pipe deskenv reads once: the
+# desktop's programs run as desk too and could read /proc/1/environ.
+ENTRYPOINT ["/usr/local/bin/deskenv", "init", "--", "/usr/bin/tini", "--", "/usr/local/bin/deskenv"]

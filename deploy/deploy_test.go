@@ -308,7 +308,9 @@ func TestImageLayout(t *testing.T) {
 		why  string
 	}{
 		{"user is desk, created with uid 1000", l.user == "desk" && l.uid == 1000, "USER " + l.user + ", useradd --uid " + strconv.Itoa(l.uid)},
-		{"entrypoint is tini, then the binary", len(l.entrypoint) == 3 && l.entrypoint[0] == "/usr/bin/tini" && l.entrypoint[1] == "--" && l.entrypoint[2] == l.binary,
+		{"entrypoint is deskenv init (tokens off PID 1's environment), then tini, then the binary",
+			len(l.entrypoint) == 6 && l.entrypoint[0] == l.binary && l.entrypoint[1] == "init" && l.entrypoint[2] == "--" &&
+				l.entrypoint[3] == "/usr/bin/tini" && l.entrypoint[4] == "--" && l.entrypoint[5] == l.binary,
 			"ENTRYPOINT " + strings.Join(l.entrypoint, " ") + ", binary at " + l.binary},
 		{"health check runs deskenv health on the exposed port", len(l.health) == 4 && l.health[0] == "deskenv" && l.health[1] == "health" &&
 			l.health[2] == "--url" && strings.HasPrefix(l.health[3], "http://127.0.0.1:8080/health") && slices.Contains(l.expose, "8080/tcp"),

@@ -204,10 +204,12 @@ func (d *Display) Size() (width, height int) {
 }
 
 // Env is the environment for a program that should run on this desktop: the
-// process environment with DISPLAY and HOME set, plus Config.Env.
+// process environment with DISPLAY and HOME set, plus Config.Env. DESKENV_*
+// variables are left out: they configure the appliance and carry its tokens,
+// which the agent, working in this session, must never see.
 func (d *Display) Env() []string {
 	env := make([]string, 0, len(os.Environ())+len(d.cfg.Env)+2)
-	for _, kv := range os.Environ() {
+	for _, kv := range withoutDeskenv(os.Environ()) {
 		if strings.HasPrefix(kv, "DISPLAY=") || strings.HasPrefix(kv, "HOME=") {
 			continue
 		}
@@ -218,6 +220,17 @@ func (d *Display) Env() []string {
 		env = append(env, "HOME="+d.cfg.Home)
 	}
 	return append(env, d.cfg.Env...)
+}
+
+// withoutDeskenv is env without the appliance's DESKENV_* variables.
+func withoutDeskenv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "DESKENV_") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // Dial opens a new, separate connection to the display. The caller closes it.
@@ -334,6 +347,8 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 		args = append(args, "-displayfd", "3")
 	}
 	cmd := exec.Command(d.cfg.Xvfb, args...)
+	// The server runs as the desktop's user too: no appliance variables.
+	cmd.Env = withoutDeskenv(os.Environ())
 	var stderr limitedBuffer
 	cmd.Stderr = &stderr
 	if fdW != nil {

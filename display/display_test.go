@@ -2,6 +2,8 @@ package display
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -198,5 +200,48 @@ func TestSharedConnectionSurvivesManyMappingChanges(t *testing.T) {
 	defer cancel()
 	if err := d.Health(hctx); err != nil {
 		t.Fatalf("shared connection stopped answering after 6000 keyboard-map changes: %v", err)
+	}
+}
+
+// TestSessionEnvHidesDeskenv: the session's programs get DISPLAY, HOME and
+// the caller's environment, but not the appliance's DESKENV_* variables,
+// which carry its tokens.
+func TestSessionEnvHidesDeskenv(t *testing.T) {
+	needXvfb(t)
+	t.Setenv("DESKENV_OPERATOR_TOKEN", "operator-secret")
+	t.Setenv("DESKENV_TEST_KEPT_OUT", "1")
+	t.Setenv("SOME_USER_VARIABLE", "kept")
+	home := t.TempDir()
+	d, err := Start(context.Background(), Config{WindowManager: []string{}, Apps: [][]string{{"sleep", "300"}}, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	pids := d.SessionPIDs()
+	if len(pids) != 1 {
+		t.Fatalf("session pids %v", pids)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pids[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			got[k] = v
+		}
+	}
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"DESKENV_OPERATOR_TOKEN", ""},
+		{"DESKENV_TEST_KEPT_OUT", ""},
+		{"SOME_USER_VARIABLE", "kept"},
+		{"DISPLAY", d.Name()},
+		{"HOME", home},
+	} {
+		if got[tc.name] != tc.want {
+			t.Errorf("the session's %s = %q, want %q", tc.name, got[tc.name], tc.want)
+		}
 	}
 }

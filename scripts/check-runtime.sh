@@ -2,7 +2,7 @@
 # Rebuilds the image's runtime layout on this Debian host and drives it, since no
 # container engine runs here: the same install script (runtime group), the same
 # unprivileged user, the same home and state directories, the same environment,
-# the same entrypoint (tini, then deskenv) and the same health check command as
+# the same entrypoint (deskenv init, tini, then deskenv) and the same health check command as
 # the Dockerfile. Then it checks /health, takes one MCP screenshot over plain
 # HTTP (curl + JSON-RPC), stops the appliance with SIGTERM and checks that no
 # process is left. It undoes everything it created on the way out: the user
@@ -76,7 +76,9 @@ esac
 # Everything made here is undone on exit, in reverse order.
 undo=()
 app_pid=""
-marker="DESKENV_CHECK_RUNTIME=$$-$RANDOM$RANDOM"
+# Not DESKENV_: deskenv keeps its own variables out of the desktop's programs,
+# and the marker must reach them.
+marker="CHECK_RUNTIME_RUN=$$-$RANDOM$RANDOM"
 tmp="$(mktemp -d /tmp/deskenv-check.XXXXXX)"
 chmod 0755 "$tmp"
 undo+=("rm -rf '$tmp'")
@@ -206,7 +208,7 @@ agent_token="agent-$RANDOM$RANDOM$RANDOM"
 operator_token="operator-$RANDOM$RANDOM$RANDOM"
 run_env+=(DESKENV_AGENT_TOKEN="$agent_token" DESKENV_OPERATOR_TOKEN="$operator_token")
 say "starting deskenv as $user (uid $run_uid) on $addr"
-(cd "$workdir" && exec "${as_user[@]}" "${run_env[@]}" tini -s -- "$bin") >"$tmp/deskenv.log" 2>&1 &
+(cd "$workdir" && exec "${as_user[@]}" "${run_env[@]}" "$bin" init -- tini -s -- "$bin") >"$tmp/deskenv.log" 2>&1 &
 app_pid=$!
 
 url="http://$addr"
@@ -243,6 +245,29 @@ done
 [ "$(stat -c %u "/proc/$xvfb")" = "$run_uid" ] || fail "Xvfb (pid $xvfb) does not run as $user"
 desktop_home="$(printf '%s\n' "${envs[@]}" | sed -n 's/^DESKENV_HOME=//p')"
 say "ok: deskenv (pid $deskenv_pid) and Xvfb (pid $xvfb) run as $user"
+
+# The tokens stay out of the agent's reach: the desktop's programs run as the
+# same user, so neither deskenv's environment nor theirs may show them.
+if "${as_user[@]}" cat "/proc/$deskenv_pid/environ" >/dev/null 2>&1; then
+  fail "$user can read deskenv's environment (/proc/$deskenv_pid/environ), tokens included"
+fi
+# The init (PID 1 in a container) got the tokens and must not show them.
+[ "$(cat "/proc/$app_pid/comm")" = tini ] || fail "deskenv init did not become tini (pid $app_pid is $(cat "/proc/$app_pid/comm"))"
+if "${as_user[@]}" cat "/proc/$app_pid/environ" | tr '\0' '\n' | grep -q "_TOKEN=\|$agent_token\|$operator_token"; then
+  fail "the init's environment (/proc/$app_pid/environ), readable by $user, still holds a token"
+fi
+n=0
+for p in /proc/[0-9]*; do
+  tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -qx "$marker" || continue
+  # deskenv and its init are the appliance, not the desktop.
+  [ "${p#/proc/}" = "$deskenv_pid" ] || [ "${p#/proc/}" = "$app_pid" ] && continue
+  if tr '\0' '\n' 2>/dev/null < "$p/environ" | grep -q "^DESKENV_"; then
+    fail "$(cat "$p/comm") (pid ${p#/proc/}) on the desktop sees DESKENV_ variables: $(tr '\0' '\n' < "$p/environ" | grep -c '^DESKENV_') of them"
+  fi
+  n=$((n+1))
+done
+[ $n -gt 0 ] || fail "no program of the desktop carries this run's marker"
+say "ok: no token in the init's environment, $user cannot read deskenv's, and the desktop's $n programs see no DESKENV_ variable"
 
 # 6. One MCP screenshot over streamable HTTP: initialize, initialized, call.
 rpc() { # session body -> response body on stdout, headers in $tmp/headers

@@ -288,6 +288,9 @@ func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
 				// run as root hands the agent a root shell.
 				a.log.Warn("--mcp-traits bash: deskenv runs as root, so the agent's commands run as root too; run it as an unprivileged user (the image's desk user) to contain them")
 			}
+			if a.auth.Local() {
+				a.log.Warn("--mcp-traits bash without tokens: every request to deskenv is allowed, so the agent's shell can reach the control plane (reset, scoring) on this machine; configure tokens to keep it out")
+			}
 		case "files":
 			t.Files = &mcpserver.FilesTrait{Home: home}
 		case "clipboard":

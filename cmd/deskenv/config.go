@@ -168,6 +168,9 @@ func parseConfig(name string, args []string, out io.Writer) (config, *flag.FlagS
 	if envErr != nil {
 		return c, fs, envErr
 	}
+	if err := c.readTokensFD(); err != nil {
+		return c, fs, err
+	}
 	return c, fs, c.validate()
 }
 
@@ -362,6 +365,8 @@ Usage:
                                recorded episodes to a dataset file (one row per step) and its card
   deskenv replay [flags] EPISODE_DIR
                                replay an episode on a fresh desktop, report divergence, compare rewards
+  deskenv init -- CMD [ARGS]   the image's entrypoint: move the DESKENV_*_TOKEN variables onto a pipe
+                               only deskenv reads, then run CMD (tini, then deskenv) without them
   deskenv version              print the version
 
 Every flag can also be set with the environment variable in brackets.

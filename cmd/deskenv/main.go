@@ -26,6 +26,10 @@ import (
 var version = "dev"
 
 func main() {
+	if err := harden(); err != nil {
+		fmt.Fprintln(os.Stderr, "deskenv:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
@@ -49,6 +53,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = exportCmd(ctx, args, stdout, stderr)
 	case "replay":
 		err = replayCmd(ctx, args, stdout, stderr)
+	case "init":
+		err = initCmd(args)
 	case "version":
 		fmt.Fprintln(stdout, "deskenv", version)
 	case "help":

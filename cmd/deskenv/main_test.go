@@ -378,3 +378,88 @@ print([e.name for e in list_files("notes")])
 		t.Errorf("the file on disk: %q, %v", b, err)
 	}
 }
+
+// TestInitMovesTokens: `deskenv init` runs its command with the token
+// variables gone from the environment (what /proc/1/environ shows in a
+// container) and the tokens on descriptor 3.
+func TestInitMovesTokens(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin, "init", "--", "/bin/sh", "-c", `tr '\0' '\n' < /proc/$$/environ; echo ---; cat <&3`)
+	cmd.Env = append(os.Environ(), "DESKENV_OPERATOR_TOKEN=op-secret", "DESKENV_AGENT_TOKEN=agent-secret", "DESKENV_VIEWER_TOKEN=", "DESKENV_MODE=sim")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("deskenv init: %v\n%s", err, out)
+	}
+	env, pipe, _ := strings.Cut(string(out), "---\n")
+	for _, bad := range []string{"op-secret", "agent-secret", "_TOKEN="} {
+		if strings.Contains(env, bad) {
+			t.Errorf("the command's environment still holds %q:\n%s", bad, env)
+		}
+	}
+	for _, want := range []string{"DESKENV_TOKENS_FD=3\n", "DESKENV_MODE=sim\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the command's environment lacks %q", want)
+		}
+	}
+	if pipe != "agent=agent-secret\noperator=op-secret\n" && pipe != "operator=op-secret\nagent=agent-secret\n" {
+		t.Errorf("descriptor 3 holds %q", pipe)
+	}
+	if out, err := exec.Command(bin, "init").CombinedOutput(); err == nil || !strings.Contains(string(out), "name the command") {
+		t.Errorf("init without a command: %v %s", err, out)
+	}
+}
+
+// TestTokensFromInit: deskenv takes the tokens init left on a descriptor,
+// once; a flag still wins, and a bad descriptor is a clear error.
+func TestTokensFromInit(t *testing.T) {
+	// Raw descriptors, not os.Pipe: deskenv closes the read end itself, and
+	// an *os.File's finalizer would close that number again later.
+	pipe := func(t *testing.T, text string) string {
+		var p [2]int
+		if err := syscall.Pipe(p[:]); err != nil {
+			t.Fatal(err)
+		}
+		syscall.Write(p[1], []byte(text))
+		syscall.Close(p[1])
+		return strconv.Itoa(p[0])
+	}
+	tests := []struct {
+		name    string
+		text    string // on the pipe; empty: fd is given as is
+		fd      string
+		args    []string
+		check   func(config) bool
+		wantErr string
+	}{
+		{"tokens", "operator=o1\nagent=a1\n", "", nil, func(c config) bool { return c.OperatorToken == "o1" && c.AgentToken == "a1" && c.ViewerToken == "" }, ""},
+		{"a flag wins", "operator=o1\n", "", []string{"--operator-token", "flag"}, func(c config) bool { return c.OperatorToken == "flag" }, ""},
+		{"bad line", "root=x\n", "", nil, nil, "the tokens from deskenv init line 1"},
+		{"not a number", "", "three", nil, nil, "want a descriptor number"},
+		{"stdin", "", "0", nil, nil, "want a descriptor number"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			fd := tc.fd
+			if tc.text != "" {
+				fd = pipe(t, tc.text)
+			}
+			t.Setenv(tokensFDVar, fd)
+			c, _, err := parseConfig("deskenv", tc.args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("config %+v", c)
+			}
+			if _, ok := os.LookupEnv(tokensFDVar); ok {
+				t.Errorf("%s is still set after it was read", tokensFDVar)
+			}
+		})
+	}
+}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/deskenv/deskenv/control"
+)
+
+// tokenVar is a variable that carries a token, and its role.
+type tokenVar struct {
+	name string
+	role control.Role
+}
+
+func tokenVars() []tokenVar {
+	return []tokenVar{
+		{"DESKENV_AGENT_TOKEN", control.RoleAgent},
+		{"DESKENV_OPERATOR_TOKEN", control.RoleOperator},
+		{"DESKENV_VIEWER_TOKEN", control.RoleViewer},
+	}
+}
+
+// tokensFDVar names the descriptor `deskenv init` hands the tokens on.
+const tokensFDVar = "DESKENV_TOKENS_FD"
+
+// tokensFD is the descriptor number: the first after stdin, stdout, stderr.
+const tokensFD = 3
+
+// initCmd is the image's entrypoint: `deskenv init -- tini -- deskenv`. The
+// desktop's programs run as the same user as deskenv and its init, so they
+// can read /proc/1/environ, where a container engine puts the tokens. init
+// moves the token variables onto a pipe, replaces itself with the command
+// (PID 1 stays, its environment is now free of tokens), and deskenv reads the
+// pipe once at start, leaving it empty for anyone who looks later.
+func initCmd(args []string) error {
+	if len(args) > 0 && args[0] == "--" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		return errors.New("init: name the command to run, e.g. deskenv init -- /usr/bin/tini -- /usr/local/bin/deskenv")
+	}
+	path, err := exec.LookPath(args[0])
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	var lines strings.Builder
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		moved := false
+		for _, tv := range tokenVars() {
+			if k == tv.name {
+				if v != "" {
+					fmt.Fprintf(&lines, "%s=%s\n", tv.role, v)
+				}
+				moved = true
+			}
+		}
+		if !moved && k != tokensFDVar {
+			env = append(env, kv)
+		}
+	}
+	if lines.Len() > 0 {
+		var p [2]int
+		if err := syscall.Pipe(p[:]); err != nil {
+			return fmt.Errorf("init: a pipe for the tokens: %w", err)
+		}
+		// A few tokens fit the pipe's buffer (64 KiB), so the write does
+		// not wait for a reader.
+		if _, err := syscall.Write(p[1], []byte(lines.String())); err != nil {
+			return fmt.Errorf("init: write the tokens: %w", err)
+		}
+		syscall.Close(p[1])
+		// Dup2 leaves the copy without close-on-exec: it survives the exec
+		// of the command and of deskenv after it.
+		if err := syscall.Dup2(p[0], tokensFD); err != nil {
+			return fmt.Errorf("init: move the tokens to descriptor %d: %w", tokensFD, err)
+		}
+		if p[0] != tokensFD {
+			syscall.Close(p[0])
+		}
+		env = append(env, tokensFDVar+"="+strconv.Itoa(tokensFD))
+	}
+	return fmt.Errorf("init: run %s: %w", path, syscall.Exec(path, args, env))
+}
+
+// readTokensFD takes the tokens `deskenv init` left on a descriptor, once,
+// and closes it so no program deskenv starts inherits it. Flags and
+// variables given to deskenv itself win over them.
+func (c *config) readTokensFD() error {
+	v, ok := os.LookupEnv(tokensFDVar)
+	if !ok {
+		return nil
+	}
+	// Not for the desktop's programs either (display leaves DESKENV_ out,
+	// but deskenv's own children should not see a stale number).
+	os.Unsetenv(tokensFDVar)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return fmt.Errorf("%s=%q: want a descriptor number from deskenv init", tokensFDVar, v)
+	}
+	f := os.NewFile(uintptr(fd), "tokens from deskenv init")
+	defer f.Close()
+	ts, err := control.ParseTokens(f, "the tokens from deskenv init")
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		var field *string
+		switch t.Role {
+		case control.RoleAgent:
+			field = &c.AgentToken
+		case control.RoleOperator:
+			field = &c.OperatorToken
+		case control.RoleViewer:
+			field = &c.ViewerToken
+		}
+		if field != nil && *field == "" {
+			*field = t.Value
+		}
+	}
+	return nil
+}
