@@ -248,10 +248,19 @@ func reservedName(name string) bool {
 }
 
 func (s *Server) instructions() string {
-	return fmt.Sprintf("This server drives one Linux desktop. Screenshots are %dx%d pixels and every coordinate "+
-		"you send is in that space (origin top-left). Actions that change the screen answer with a screenshot "+
-		"taken once the screen has settled. Key names follow xdotool (ctrl+s, Return, Page_Down).",
+	text := fmt.Sprintf("This server drives one Linux desktop. Screenshots are %dx%d pixels and every coordinate "+
+		"you send is in that space (origin top-left). Key names follow xdotool (ctrl+s, Return, Page_Down).",
 		s.space.ModelW, s.space.ModelH)
+	if slices.Contains(s.cfg.Modes, ModeComputer) || slices.Contains(s.cfg.Modes, ModeTools) {
+		text += " Actions that change the screen answer with a screenshot taken once the screen has settled."
+	}
+	if slices.Contains(s.cfg.Modes, ModeCodeAct) {
+		text += " run_script runs a Starlark program with every action as a function; only what it prints and shows comes back."
+	}
+	if s.cfg.FindTools {
+		text += " find_tools searches the tools by words and returns their schemas."
+	}
+	return text
 }
 
 // Handler serves MCP over streamable HTTP. cmd/deskenv mounts it at /mcp;

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/deskenv/deskenv/internal/xsel"
@@ -452,5 +454,49 @@ func TestClipboardTrait(t *testing.T) {
 	res = call(t, c, "clipboard_set", map[string]any{})
 	if !res.IsError || !strings.Contains(resultText(res), `missing "text"`) {
 		t.Errorf("no text: %q", resultText(res))
+	}
+}
+
+// TestInstructions: the handshake's instructions describe the tools this
+// server offers, no more.
+func TestInstructions(t *testing.T) {
+	tests := []struct {
+		modes     []Mode
+		findTools bool
+		has, not  []string
+	}{
+		{[]Mode{ModeComputer}, false, []string{"1280x800", "answer with a screenshot"}, []string{"run_script", "find_tools"}},
+		{[]Mode{ModeCodeAct}, true, []string{"run_script", "find_tools"}, []string{"answer with a screenshot"}},
+	}
+	for _, tc := range tests {
+		r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: tc.modes, findTools: tc.findTools, noProbe: true})
+		ts := httptest.NewServer(r.srv.Handler())
+		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.NewClient(tr)
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		init := mcp.InitializeRequest{}
+		init.Params.ClientInfo = mcp.Implementation{Name: "instructions", Version: "1"}
+		res, err := c.Initialize(t.Context(), init)
+		c.Close()
+		ts.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := res.Instructions
+		for _, h := range tc.has {
+			if !strings.Contains(got, h) {
+				t.Errorf("%v: instructions lack %q: %s", tc.modes, h, got)
+			}
+		}
+		for _, n := range tc.not {
+			if strings.Contains(got, n) {
+				t.Errorf("%v: instructions mention %q: %s", tc.modes, n, got)
+			}
+		}
 	}
 }
