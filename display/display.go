@@ -22,7 +22,10 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/randr"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // Config says which display to own and what runs on it. The zero value is
@@ -786,4 +789,57 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// RestoreSize puts the screen back to the size it had when deskenv connected,
+// if a program changed it through RandR (`xrandr --fb 1024x768` works on
+// Xvfb). Everything downstream (captures, the model space, the video) is
+// built for that size; a smaller root makes every capture fail. It reports
+// whether the size had to be restored. A display deskenv only attached to is
+// left alone: its size is its owner's business.
+func (d *Display) RestoreSize(ctx context.Context) (bool, error) {
+	if !d.Owned() {
+		return false, nil
+	}
+	want := d.Screen()
+	c, err := d.Dial()
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	type result struct {
+		restored bool
+		err      error
+	}
+	done := make(chan result, 1)
+	go func() {
+		geo, err := xproto.GetGeometry(c, xproto.Drawable(want.Root)).Reply()
+		if err != nil {
+			done <- result{false, fmt.Errorf("read the screen size of %s: %w", d.name, err)}
+			return
+		}
+		if geo.Width == want.WidthInPixels && geo.Height == want.HeightInPixels {
+			done <- result{false, nil}
+			return
+		}
+		if err := xext.Init(c, "RANDR", randr.Init); err != nil {
+			done <- result{false, fmt.Errorf("restore the screen size of %s: %w", d.name, err)}
+			return
+		}
+		err = randr.SetScreenSizeChecked(c, want.Root, want.WidthInPixels, want.HeightInPixels,
+			uint32(want.WidthInMillimeters), uint32(want.HeightInMillimeters)).Check()
+		if err != nil {
+			done <- result{false, fmt.Errorf("restore the screen size of %s to %dx%d: %w", d.name, want.WidthInPixels, want.HeightInPixels, err)}
+			return
+		}
+		d.log.Warn("a program changed the screen size; restored it",
+			"was", fmt.Sprintf("%dx%d", geo.Width, geo.Height), "now", fmt.Sprintf("%dx%d", want.WidthInPixels, want.HeightInPixels))
+		done <- result{true, nil}
+	}()
+	select {
+	case r := <-done:
+		return r.restored, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
 }

@@ -170,6 +170,31 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 	}
 	f.Pix = f.Pix[:n]
 	f.Width, f.Height, f.Stride = c.w, c.h, c.w*4
+	err := c.grab(f.Pix)
+	var xerr xproto.MatchError
+	if errors.As(err, &xerr) {
+		// BadMatch: the root is smaller than the area asked for, because a
+		// program shrank the screen (xrandr --fb). Put it back and retry.
+		if restored, rerr := c.d.RestoreSize(ctx); rerr != nil {
+			return fmt.Errorf("capture screen of %s: the screen changed size and could not be restored: %w", c.d.Name(), rerr)
+		} else if restored {
+			if err = c.prepare(); err == nil {
+				err = c.grab(f.Pix)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	f.Time = time.Now()
+	f.Hash = maphash.Bytes(c.seed, f.Pix)
+	return nil
+}
+
+// grab reads the whole screen into pix, through the segment or the socket.
+// The caller holds c.mu and has prepared c.
+func (c *Capturer) grab(pix []byte) error {
+	n := len(pix)
 	root := xproto.Drawable(c.d.Root())
 	if c.useSHM {
 		_, err := shm.GetImage(c.conn, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff, xproto.ImageFormatZPixmap, c.seg, 0).Reply()
@@ -178,20 +203,18 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 			c.gen = 0
 			return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
 		}
-		copy(f.Pix, c.shmBuf[:n])
-	} else {
-		reply, err := xproto.GetImage(c.conn, xproto.ImageFormatZPixmap, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff).Reply()
-		if err != nil {
-			c.gen = 0
-			return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
-		}
-		if len(reply.Data) < n {
-			return fmt.Errorf("capture screen of %s: got %d bytes, want %d", c.d.Name(), len(reply.Data), n)
-		}
-		copy(f.Pix, reply.Data[:n])
+		copy(pix, c.shmBuf[:n])
+		return nil
 	}
-	f.Time = time.Now()
-	f.Hash = maphash.Bytes(c.seed, f.Pix)
+	reply, err := xproto.GetImage(c.conn, xproto.ImageFormatZPixmap, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff).Reply()
+	if err != nil {
+		c.gen = 0
+		return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+	}
+	if len(reply.Data) < n {
+		return fmt.Errorf("capture screen of %s: got %d bytes, want %d", c.d.Name(), len(reply.Data), n)
+	}
+	copy(pix, reply.Data[:n])
 	return nil
 }
 

@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"hash/adler32"
 	stdimage "image"
 	"image/color"
@@ -10,10 +11,13 @@ import (
 	"image/png"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xprobe"
@@ -363,4 +367,52 @@ func TestScaleMatchesReference(t *testing.T) {
 			t.Errorf("%dx%d to %dx%d: Scale differs from the reference", sz.sw, sz.sh, sz.dw, sz.dh)
 		}
 	}
+}
+
+// TestCaptureSurvivesResize: a program on the desktop shrinks the screen
+// with xrandr (which Xvfb allows); the next capture puts the size back and
+// succeeds instead of failing with BadMatch until the next reset.
+func TestCaptureSurvivesResize(t *testing.T) {
+	if _, err := exec.LookPath("xrandr"); err != nil {
+		t.Fatalf("xrandr is required (scripts/install-deps.sh installs x11-xserver-utils): %v", err)
+	}
+	d := startDisplay(t, 1280, 800)
+	c, err := NewCapturer(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	for _, size := range []string{"1024x768", "640x480"} {
+		cmd := exec.Command("xrandr", "--fb", size)
+		cmd.Env = d.Env()
+		cmd.Run() // xrandr reports an error about the output, but the screen does shrink
+		if got := rootSize(t, d); got == "1280x800" {
+			t.Fatalf("xrandr --fb %s did not shrink the screen; the test proves nothing", size)
+		}
+		f, err := c.Capture(ctx)
+		if err != nil {
+			t.Fatalf("capture after xrandr --fb %s: %v", size, err)
+		}
+		if f.Width != 1280 || f.Height != 800 {
+			t.Errorf("frame %dx%d, want 1280x800", f.Width, f.Height)
+		}
+		if got := rootSize(t, d); got != "1280x800" {
+			t.Errorf("the screen is %s after the capture, want it restored to 1280x800", got)
+		}
+	}
+}
+
+func rootSize(t *testing.T, d *display.Display) string {
+	t.Helper()
+	c, err := d.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g, err := xproto.GetGeometry(c, xproto.Drawable(d.Root())).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%dx%d", g.Width, g.Height)
 }
