@@ -1,4 +1,4 @@
-package xext
+package xext_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/jezek/xgb/xtest"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // TestInitManyConnections sets up extensions on many connections at once, as
@@ -52,7 +53,7 @@ func TestInitManyConnections(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := Init(c, tc.name, tc.init); err != nil {
+				if err := xext.Init(c, tc.name, tc.init); err != nil {
 					errs <- err
 					return
 				}
