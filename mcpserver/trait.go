@@ -178,15 +178,31 @@ func (s *Server) traitHandler(sp traitSpec) func(context.Context, mcp.CallToolRe
 }
 
 // runTrait runs one trait call and logs it: trait calls are not on the hci
-// bus, so the log is where an operator finds them.
+// bus, so the log is where an operator finds them. Commands and failures at
+// info; file and clipboard calls, which a script may make by the hundred, at
+// debug.
 func (s *Server) runTrait(ctx context.Context, sp traitSpec, args traitArgs) (traitResult, error) {
 	res, err := sp.run(ctx, args)
-	if err != nil {
-		s.log.Info("trait tool failed", "tool", sp.name, "err", err)
-		return res, err
+	attrs := []any{"tool", sp.name}
+	if c := args.str("command"); c != "" {
+		attrs = append(attrs, "command", truncate(c, 200))
 	}
-	s.log.Info("trait tool", "tool", sp.name)
-	return res, nil
+	switch {
+	case err != nil:
+		s.log.Info("trait tool failed", append(attrs, "err", err)...)
+	case sp.name == "bash":
+		s.log.Info("trait tool", attrs...)
+	default:
+		s.log.Debug("trait tool", attrs...)
+	}
+	return res, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // parseJSON checks a call's arguments against the tool's params: no unknown
