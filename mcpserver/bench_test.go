@@ -461,3 +461,42 @@ func BenchmarkScript(b *testing.B) {
 		lat.report(b)
 	})
 }
+
+// BenchmarkToolsList: what a host puts in the model's context before the
+// first turn, the tools/list answer, in bytes, for the default shapes, every
+// shape and trait, and the same deferred (DeferTools).
+func BenchmarkToolsList(b *testing.B) {
+	home := b.TempDir()
+	all := Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}, Clipboard: nopClipboard{}}
+	for _, cfg := range []struct {
+		name string
+		rc   rigConfig
+	}{
+		{"computer+tools", rigConfig{modes: []Mode{ModeComputer, ModeTools}}},
+		{"computer", rigConfig{modes: []Mode{ModeComputer}}},
+		{"codeact", rigConfig{modes: []Mode{ModeCodeAct}}},
+		{"everything", rigConfig{modes: []Mode{ModeComputer, ModeTools, ModeCodeAct}, findTools: true, traits: all}},
+		{"everything-deferred", rigConfig{modes: []Mode{ModeComputer, ModeTools, ModeCodeAct}, findTools: true, deferTools: true, traits: all}},
+	} {
+		b.Run(cfg.name, func(b *testing.B) {
+			rc := cfg.rc
+			rc.w, rc.h, rc.model, rc.noProbe = 1280, 800, "auto", true
+			r := newRig(b, rc)
+			c := r.connect(b, "http")
+			var size, n int
+			for b.Loop() {
+				res, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw, err := json.Marshal(res.Tools)
+				if err != nil {
+					b.Fatal(err)
+				}
+				size, n = len(raw), len(res.Tools)
+			}
+			b.ReportMetric(float64(size), "bytes")
+			b.ReportMetric(float64(n), "tools")
+		})
+	}
+}

@@ -120,6 +120,7 @@ func TestNewRejects(t *testing.T) {
 		{"nil parts", true, Config{}, "needs an executor"},
 		{"unknown mode", false, Config{Modes: []Mode{"computer", "robot"}}, `unknown mode "robot"`},
 		{"negative text cap", false, Config{MaxTextBytes: -1}, "MaxTextBytes"},
+		{"deferred tools nobody can find", false, Config{DeferTools: true}, "turn FindTools on too"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,7 +46,7 @@ func (s *Server) FindTools(query string) []Tool {
 	}
 	var hits []hit
 	for i, t := range s.Tools() {
-		if t.Name == "find_tools" {
+		if t.Name == "find_tools" || t.Name == "call_tool" {
 			continue
 		}
 		name := strings.ToLower(t.Name)
@@ -101,4 +101,62 @@ func (s *Server) handleFindTools(ctx context.Context, req mcp.CallToolRequest) (
 		return toolError(fmt.Errorf("find_tools: %w", err)), nil
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{mcp.NewTextContent(string(b))}}, nil
+}
+
+// callToolTool runs any tool by name: with DeferTools it is how a host that
+// only calls listed tools reaches the ones find_tools revealed.
+func (s *Server) callToolTool() Tool {
+	return Tool{
+		Name:  "call_tool",
+		Title: "Call a tool",
+		Description: "Run a tool that find_tools found, by name, with its arguments as its schema describes. " +
+			"The answer is that tool's answer.",
+		Schema: mcp.ToolInputSchema{
+			Type: "object",
+			Properties: map[string]any{
+				"name":      map[string]any{"type": "string", "description": "The tool's name, as find_tools gave it."},
+				"arguments": map[string]any{"type": "object", "description": "The tool's arguments; omit for none."},
+			},
+			Required: []string{"name"}, AdditionalProperties: false,
+		},
+		Annotations: annotations(false, true, false),
+		Handler:     s.handleCallTool,
+	}
+}
+
+func (s *Server) handleCallTool(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	raw, err := rawArguments(req)
+	if err != nil {
+		return toolError(fmt.Errorf("call_tool: %w", err)), nil
+	}
+	var args struct {
+		Name      *string         `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil || args.Name == nil {
+		return toolError(errors.New(`call_tool takes "name" (a tool's name) and "arguments" (an object)`)), nil
+	}
+	var inner map[string]any
+	if len(args.Arguments) > 0 && string(args.Arguments) != "null" {
+		if err := json.Unmarshal(args.Arguments, &inner); err != nil {
+			return toolError(fmt.Errorf("call_tool: the arguments of %s must be a JSON object: %w", *args.Name, err)), nil
+		}
+	}
+	var names []string
+	for _, t := range s.Tools() {
+		if t.Name == "call_tool" {
+			continue
+		}
+		if t.Name != *args.Name {
+			names = append(names, t.Name)
+			continue
+		}
+		r := mcp.CallToolRequest{}
+		r.Params.Name = t.Name
+		r.Params.Arguments = inner
+		return t.Handler(ctx, r)
+	}
+	return toolError(fmt.Errorf("call_tool: there is no tool %q; the tools are %s", *args.Name, strings.Join(names, ", "))), nil
 }

@@ -33,8 +33,9 @@ type rigConfig struct {
 	noProbe bool
 	settle  deskimage.SettleOptions
 	// findTools and traits pass through to Config.
-	findTools bool
-	traits    Traits
+	findTools  bool
+	deferTools bool
+	traits     Traits
 }
 
 // rig is one real desktop (its own Xvfb) with the whole MCP stack over it and
@@ -87,7 +88,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	if settle == (deskimage.SettleOptions{}) {
 		settle = deskimage.SettleOptions{Quiet: 50 * time.Millisecond, Max: time.Second}
 	}
-	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, Traits: cfg.traits})
+	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, DeferTools: cfg.deferTools, Traits: cfg.traits})
 	if err != nil {
 		t.Fatal(err)
 	}

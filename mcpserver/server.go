@@ -77,6 +77,12 @@ type Config struct {
 	Script ScriptLimits
 	// FindTools adds find_tools, a search over the other tools.
 	FindTools bool
+	// DeferTools (with FindTools) keeps tools/list short: it shows only the
+	// entry points (find_tools, call_tool, screenshot, computer,
+	// run_script). Every other tool is found with find_tools, which hands
+	// out its schema, and run through call_tool, so hosts that only call
+	// listed tools can use them all.
+	DeferTools bool
 	// Traits are optional tool groups (bash, files, clipboard); all off in
 	// the zero value.
 	Traits Traits
@@ -133,6 +139,9 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 	if err := cfg.Traits.check(); err != nil {
 		return nil, err
 	}
+	if cfg.DeferTools && !cfg.FindTools {
+		return nil, errors.New("mcpserver: DeferTools hides tools that only find_tools can reveal: turn FindTools on too")
+	}
 	modes, err := normalizeModes(cfg.Modes)
 	if err != nil {
 		return nil, err
@@ -156,7 +165,7 @@ func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capture
 		server.WithToolCapabilities(true),
 		server.WithInstructions(s.instructions()),
 	)
-	s.mcp.AddTools(serverTools(s.tools)...)
+	s.mcp.AddTools(serverTools(s.listed(s.tools))...)
 	// The default session manager hands out session ids but accepts requests
 	// without one or with an unknown one, so clients that keep a session
 	// (mcp-remote, the TypeScript SDK) and clients that do not both work, and
@@ -189,7 +198,25 @@ func (s *Server) buildTools() []Tool {
 	if s.cfg.FindTools {
 		tools = append(tools, s.findToolsTool())
 	}
+	if s.cfg.DeferTools {
+		tools = append(tools, s.callToolTool())
+	}
 	return tools
+}
+
+// listed are the tools MCP's tools/list shows: all of them, or with
+// DeferTools the entry points only.
+func (s *Server) listed(tools []Tool) []Tool {
+	if !s.cfg.DeferTools {
+		return tools
+	}
+	var out []Tool
+	for _, t := range tools {
+		if entryTool(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func serverTools(tools []Tool) []server.ServerTool {
@@ -214,7 +241,7 @@ func (s *Server) SpaceChanged() error {
 	s.tools = s.buildTools()
 	tools := s.tools
 	s.toolsMu.Unlock()
-	s.mcp.AddTools(serverTools(tools)...)
+	s.mcp.AddTools(serverTools(s.listed(tools))...)
 	return nil
 }
 
@@ -238,6 +265,16 @@ func normalizeModes(in []Mode) ([]Mode, error) {
 	return out, nil
 }
 
+// entryTool reports the tools DeferTools still lists: enough to look at the
+// screen, act through one general tool, and find the rest.
+func entryTool(name string) bool {
+	switch name {
+	case "find_tools", "call_tool", hci.ActScreenshot, "computer", "run_script":
+		return true
+	}
+	return false
+}
+
 // reservedName reports names OpenEnv's MCP bridge keeps for itself.
 func reservedName(name string) bool {
 	switch name {
@@ -259,6 +296,9 @@ func (s *Server) instructions() string {
 	}
 	if s.cfg.FindTools {
 		text += " find_tools searches the tools by words and returns their schemas."
+	}
+	if s.cfg.DeferTools {
+		text += " More tools exist than are listed (clicks, typing, keys, scrolling and others): find them with find_tools and run them with call_tool."
 	}
 	return text
 }

@@ -111,13 +111,14 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		modes = append(modes, mcpserver.Mode(m))
 	}
 	a.mcp, err = mcpserver.New(a.exec, a.shooter, a.capt, mcpserver.Config{
-		Modes:     modes,
-		FindTools: cfg.FindTools,
-		Traits:    traits,
-		Settle:    deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
-		Name:      "deskenv",
-		Version:   version,
-		Logger:    log,
+		Modes:      modes,
+		FindTools:  cfg.FindTools || cfg.DeferTools,
+		DeferTools: cfg.DeferTools,
+		Traits:     traits,
+		Settle:     deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Name:       "deskenv",
+		Version:    version,
+		Logger:     log,
 	})
 	if err != nil {
 		return nil, err

@@ -31,6 +31,7 @@ type config struct {
 	MCPTools    string
 	MCPTraits   string
 	FindTools   bool
+	DeferTools  bool
 	ImageFormat string
 	JPEGQuality int
 	SettleQuiet time.Duration
@@ -107,6 +108,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
 	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: bash (shell commands as the desktop user), files (read, write, list in the desktop's home), clipboard (get and set its text)")
 	fs.BoolVar(&c.FindTools, "mcp-find-tools", c.FindTools, "add find_tools, which searches the other tools by words and returns their schemas"+envNote("mcp-find-tools"))
+	fs.BoolVar(&c.DeferTools, "mcp-defer-tools", c.DeferTools, "list only find_tools, call_tool, screenshot, computer and run_script; the other tools are found with find_tools and run with call_tool (implies --mcp-find-tools)"+envNote("mcp-defer-tools"))
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
 	num(&c.JPEGQuality, "jpeg-quality", "JPEG quality 1-100 when --image-format=jpeg")
 	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")

@@ -52,6 +52,7 @@ func TestConfig(t *testing.T) {
 		{"traits from env", nil, map[string]string{"DESKENV_MCP_TRAITS": "files", "DESKENV_MCP_FIND_TOOLS": "true"}, func(c config) bool {
 			return c.MCPTraits == "files" && c.FindTools
 		}, ""},
+		{"deferred tools", []string{"--mcp-defer-tools"}, nil, func(c config) bool { return c.DeferTools }, ""},
 		{"bad trait", []string{"--mcp-traits", "bash,root"}, nil, nil, "unknown trait \"root\""},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
