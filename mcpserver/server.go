@@ -16,8 +16,9 @@
 //
 // All three are built from one table of tool definitions (Tools), so a
 // field, a description or a check is written once. find_tools
-// (Config.FindTools) searches that table, so a host can start from a short
-// list. Traits (Config.Traits) add optional groups beyond the screen: bash,
+// (Config.FindTools) searches that table; with Config.DeferTools only the
+// entry points are listed and the rest run through call_tool, so a host can
+// start from a short list. Traits (Config.Traits) add optional groups beyond the screen: bash,
 // files in the user's home, and the clipboard; each is off unless configured.
 //
 // Every action runs through hci.Executor.Do, as SourceAgent from a tool and
