@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"testing"
@@ -31,34 +32,22 @@ func (m mcpTools) ListTools(ctx context.Context) ([]ToolInfo, error) {
 }
 
 func (m mcpTools) CallTool(ctx context.Context, name string, args json.RawMessage) (ToolResult, error) {
-	var names []string
-	for _, t := range m.s.Tools() {
-		if t.Name != name {
-			names = append(names, t.Name)
-			continue
-		}
-		var argMap map[string]any
-		if err := json.Unmarshal(args, &argMap); err != nil {
-			return ToolResult{}, fmt.Errorf("arguments of %s: %w", name, err)
-		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = name
-		req.Params.Arguments = argMap
-		res, err := t.Handler(ctx, req)
+	res, err := m.s.CallTool(ctx, name, args)
+	if errors.Is(err, mcpserver.ErrUnknownTool) {
+		return ToolResult{}, fmt.Errorf("%w: %w", ErrUnknownTool, err)
+	}
+	if err != nil {
+		return ToolResult{}, err
+	}
+	out := ToolResult{Structured: res.StructuredContent, IsError: res.IsError}
+	for _, c := range res.Content {
+		b, err := json.Marshal(c)
 		if err != nil {
 			return ToolResult{}, err
 		}
-		out := ToolResult{Structured: res.StructuredContent, IsError: res.IsError}
-		for _, c := range res.Content {
-			b, err := json.Marshal(c)
-			if err != nil {
-				return ToolResult{}, err
-			}
-			out.Content = append(out.Content, b)
-		}
-		return out, nil
+		out.Content = append(out.Content, b)
 	}
-	return ToolResult{}, fmt.Errorf("%w %q: the tools are %v", ErrUnknownTool, name, names)
+	return out, nil
 }
 
 // mcpClient connects a real MCP client (streamable HTTP) to the MCP server,

@@ -138,25 +138,55 @@ func (s *Server) handleCallTool(ctx context.Context, req mcp.CallToolRequest) (*
 	if err := dec.Decode(&args); err != nil || args.Name == nil {
 		return toolError(errors.New(`call_tool takes "name" (a tool's name) and "arguments" (an object)`)), nil
 	}
-	var inner map[string]any
-	if len(args.Arguments) > 0 && string(args.Arguments) != "null" {
-		if err := json.Unmarshal(args.Arguments, &inner); err != nil {
-			return toolError(fmt.Errorf("call_tool: the arguments of %s must be a JSON object: %w", *args.Name, err)), nil
-		}
+	if *args.Name == "call_tool" {
+		return toolError(errors.New("call_tool: call the tool itself, not call_tool through call_tool")), nil
 	}
-	var names []string
-	for _, t := range s.Tools() {
-		if t.Name == "call_tool" {
-			continue
-		}
-		if t.Name != *args.Name {
-			names = append(names, t.Name)
-			continue
-		}
-		r := mcp.CallToolRequest{}
-		r.Params.Name = t.Name
-		r.Params.Arguments = inner
-		return t.Handler(ctx, r)
+	res, err := s.CallTool(ctx, *args.Name, args.Arguments)
+	if err != nil {
+		return toolError(fmt.Errorf("call_tool: %w", err)), nil
 	}
-	return toolError(fmt.Errorf("call_tool: there is no tool %q; the tools are %s", *args.Name, strings.Join(names, ", "))), nil
+	return res, nil
 }
+
+// ErrUnknownTool is wrapped by CallTool for a name no tool of the server has.
+var ErrUnknownTool = errors.New("unknown tool")
+
+// CallTool runs the tool name with args (a JSON object; empty or null for
+// none), as tools/call would, for the faces that are not MCP: call_tool, and
+// OpenEnv's step through cmd. A tool's own failure is a result with IsError;
+// an unknown name is an error wrapping ErrUnknownTool that lists the tools.
+func (s *Server) CallTool(ctx context.Context, name string, args json.RawMessage) (*mcp.CallToolResult, error) {
+	tools := s.Tools()
+	for _, t := range tools {
+		if t.Name != name {
+			continue
+		}
+		var argMap map[string]any
+		if len(args) > 0 && string(args) != "null" {
+			if err := json.Unmarshal(args, &argMap); err != nil {
+				return nil, fmt.Errorf("the arguments of %s must be a JSON object: %w", name, err)
+			}
+		}
+		req := mcp.CallToolRequest{}
+		req.Params.Name = name
+		req.Params.Arguments = argMap
+		return t.Handler(ctx, req)
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return nil, unknownToolError{name, names}
+}
+
+// unknownToolError names the tools there are; it is ErrUnknownTool.
+type unknownToolError struct {
+	name  string
+	tools []string
+}
+
+func (e unknownToolError) Error() string {
+	return fmt.Sprintf("there is no tool %q; the tools are %s", e.name, strings.Join(e.tools, ", "))
+}
+
+func (e unknownToolError) Is(target error) bool { return target == ErrUnknownTool }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -320,34 +321,26 @@ func (m mcpTools) ListTools(ctx context.Context) ([]control.ToolInfo, error) {
 }
 
 func (m mcpTools) CallTool(ctx context.Context, name string, args json.RawMessage) (control.ToolResult, error) {
-	var names []string
-	for _, t := range m.s.Tools() {
-		if t.Name != name {
-			names = append(names, t.Name)
-			continue
-		}
-		var argMap map[string]any
-		if len(args) > 0 {
-			if err := json.Unmarshal(args, &argMap); err != nil {
-				return control.ToolResult{}, fmt.Errorf("arguments of %s must be a JSON object: %w", name, err)
-			}
-		}
-		req := mcp.CallToolRequest{}
-		req.Params.Name = name
-		req.Params.Arguments = argMap
-		res, err := t.Handler(ctx, req)
+	res, err := m.s.CallTool(ctx, name, args)
+	if errors.Is(err, mcpserver.ErrUnknownTool) {
+		return control.ToolResult{}, fmt.Errorf("%w: %w", control.ErrUnknownTool, err)
+	}
+	if err != nil {
+		return control.ToolResult{}, err
+	}
+	return toolResult(res)
+}
+
+// toolResult is an MCP result as the control plane carries it: each content
+// item as its JSON.
+func toolResult(res *mcp.CallToolResult) (control.ToolResult, error) {
+	out := control.ToolResult{Structured: res.StructuredContent, IsError: res.IsError}
+	for _, c := range res.Content {
+		b, err := json.Marshal(c)
 		if err != nil {
 			return control.ToolResult{}, err
 		}
-		out := control.ToolResult{Structured: res.StructuredContent, IsError: res.IsError}
-		for _, c := range res.Content {
-			b, err := json.Marshal(c)
-			if err != nil {
-				return control.ToolResult{}, err
-			}
-			out.Content = append(out.Content, b)
-		}
-		return out, nil
+		out.Content = append(out.Content, b)
 	}
-	return control.ToolResult{}, fmt.Errorf("%w %q: the tools are %v", control.ErrUnknownTool, name, names)
+	return out, nil
 }
