@@ -119,6 +119,25 @@ func signature(name string, ps []param) string {
 	return name + "(" + strings.Join(parts, ", ") + ")"
 }
 
+// bindArgs puts a bound function's arguments, given by position or by name,
+// in the order of names; an argument not given is nil.
+func bindArgs(sig string, names []string, args starlark.Tuple, kw []starlark.Tuple) ([]starlark.Value, error) {
+	if len(args) > len(names) {
+		return nil, fmt.Errorf("%s takes at most %d arguments, got %d", sig, len(names), len(args))
+	}
+	vals := make([]starlark.Value, len(names))
+	copy(vals, args)
+	for _, kv := range kw {
+		k := string(kv[0].(starlark.String))
+		i := slices.Index(names, k)
+		if i < 0 || vals[i] != nil {
+			return nil, fmt.Errorf("%s: unexpected or repeated argument %s", sig, k)
+		}
+		vals[i] = kv[1]
+	}
+	return vals, nil
+}
+
 // scriptTool is run_script, described from the same action table.
 func (s *Server) scriptTool() Tool {
 	var b strings.Builder
@@ -336,24 +355,14 @@ func (r *scriptRun) builtins() starlark.StringDict {
 // computer tool's input, which runs through hci like any tool call.
 func (r *scriptRun) action(sp actionSpec, ps []param) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	sig := signature(sp.name, ps)
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.name
+	}
 	return func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-		if len(args) > len(ps) {
-			return nil, fmt.Errorf("%s takes at most %d arguments, got %d", sig, len(ps), len(args))
-		}
-		vals := make([]starlark.Value, len(ps))
-		copy(vals, args)
-		for _, kv := range kw {
-			k := string(kv[0].(starlark.String))
-			i := -1
-			for j, p := range ps {
-				if p.name == k {
-					i = j
-				}
-			}
-			if i < 0 || vals[i] != nil {
-				return nil, fmt.Errorf("%s: unexpected or repeated argument %s", sig, k)
-			}
-			vals[i] = kv[1]
+		vals, err := bindArgs(sig, names, args, kw)
+		if err != nil {
+			return nil, err
 		}
 		fields := map[string]any{fAction: sp.name}
 		points := map[string][]int{}
@@ -456,24 +465,18 @@ func (r *scriptRun) do(name string, fields map[string]any) (starlark.Value, erro
 // tool's schema.
 func (r *scriptRun) trait(sp traitSpec) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
 	sig := sp.signature()
+	names := make([]string, len(sp.params))
+	for i, p := range sp.params {
+		names[i] = p.name
+	}
 	return func(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
-		if len(args) > len(sp.params) {
-			return nil, fmt.Errorf("%s takes at most %d arguments, got %d", sig, len(sp.params), len(args))
-		}
-		vals := map[string]starlark.Value{}
-		for i, v := range args {
-			vals[sp.params[i].name] = v
-		}
-		for _, kv := range kw {
-			k := string(kv[0].(starlark.String))
-			if _, ok := sp.param(k); !ok || vals[k] != nil {
-				return nil, fmt.Errorf("%s: unexpected or repeated argument %s", sig, k)
-			}
-			vals[k] = kv[1]
+		vals, err := bindArgs(sig, names, args, kw)
+		if err != nil {
+			return nil, err
 		}
 		a := traitArgs{}
-		for _, p := range sp.params {
-			v := vals[p.name]
+		for i, p := range sp.params {
+			v := vals[i]
 			if v == nil || v == starlark.None {
 				continue
 			}

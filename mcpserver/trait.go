@@ -281,16 +281,14 @@ func (sp traitSpec) paramList() string {
 	return strings.Join(names, ", ")
 }
 
-// signature is the bound function as run_script's description shows it.
+// signature is the bound function as run_script's description shows it,
+// written as the actions' are.
 func (sp traitSpec) signature() string {
-	parts := make([]string, len(sp.params))
+	ps := make([]param, len(sp.params))
 	for i, p := range sp.params {
-		parts[i] = p.name
-		if !p.required {
-			parts[i] += "=None"
-		}
+		ps[i] = param{name: p.name, req: p.required}
 	}
-	return sp.name + "(" + strings.Join(parts, ", ") + ")"
+	return signature(sp.name, ps)
 }
 
 // clipboardSpecs are clipboard_get and clipboard_set.
