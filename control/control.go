@@ -137,7 +137,6 @@ type Control struct {
 	busCh     <-chan hci.Event
 	// counted is the sequence number of the last bus event counted.
 	counted   atomic.Uint64
-	bus       *hci.Bus
 	closeOnce sync.Once
 }
 
@@ -310,7 +309,6 @@ func New(cfg Config) (*Control, error) {
 		m.Gauge("deskenv_viewers", "People watching the desktop.", func() float64 { return float64(cfg.Viewers()) })
 	}
 	c.busCh, c.busCancel = bus.Subscribe(4096)
-	c.bus = bus
 	c.counted.Store(bus.Seq())
 	c.busDone = make(chan struct{})
 	go c.countEvents()
@@ -412,7 +410,7 @@ func (c *Control) count(ev hci.Event) {
 // it took and not have counted it yet. A dropped event (a full buffer) would
 // never arrive, hence the deadline.
 func (c *Control) drainBus(ctx context.Context) {
-	target := c.bus.Seq()
+	target := c.cfg.Exec.Bus().Seq()
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for c.counted.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
