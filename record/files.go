@@ -259,20 +259,9 @@ type Recording struct {
 // an unfinished last line, and Meta.Status incomplete. Open changes nothing
 // on disk; Repair does.
 func Open(dir string) (*Recording, error) {
-	rec := &Recording{Dir: dir}
-	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	rec, err := openMeta(dir)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s is not an episode directory: it has no %s", dir, MetaFile)
-		}
 		return nil, err
-	}
-	if err := json.Unmarshal(b, &rec.Meta); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MetaFile), err)
-	}
-	if rec.Meta.SchemaVersion > SchemaVersion {
-		return nil, fmt.Errorf("%s has schema version %d; this deskenv reads up to %d: upgrade deskenv",
-			filepath.Join(dir, MetaFile), rec.Meta.SchemaVersion, SchemaVersion)
 	}
 	var torn int
 	if rec.Events, torn, err = readLines[Event](filepath.Join(dir, InputFile)); err != nil {
@@ -294,6 +283,28 @@ func Open(dir string) (*Recording, error) {
 		return nil, err
 	}
 	rec.Torn += torn
+	return rec, nil
+}
+
+// openMeta reads episode.json alone, with the status as Open reports it (a
+// recording whose recorder is gone is incomplete), for callers that decide
+// from it whether the JSON-lines files are worth reading.
+func openMeta(dir string) (*Recording, error) {
+	rec := &Recording{Dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, MetaFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s is not an episode directory: it has no %s", dir, MetaFile)
+		}
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &rec.Meta); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, MetaFile), err)
+	}
+	if rec.Meta.SchemaVersion > SchemaVersion {
+		return nil, fmt.Errorf("%s has schema version %d; this deskenv reads up to %d: upgrade deskenv",
+			filepath.Join(dir, MetaFile), rec.Meta.SchemaVersion, SchemaVersion)
+	}
 	if rec.Meta.Status == StatusRecording {
 		rec.Live = live(dir)
 		if !rec.Live {
@@ -343,12 +354,19 @@ func readLines[T any](path string) (out []T, torn int, err error) {
 // incomplete, the counts of what survived and its end time. A live or
 // finished episode is left alone. It reports whether it changed anything.
 func Repair(dir string) (bool, error) {
-	rec, err := Open(dir)
+	// episode.json alone says whether there is anything to repair: the
+	// recorder calls this for every episode at start-up, and reading every
+	// line of a finished one would make start-up grow with the dataset.
+	head, err := openMeta(dir)
 	if err != nil {
 		return false, err
 	}
-	if rec.Live || rec.Meta.Status != StatusIncomplete {
+	if head.Live || head.Meta.Status != StatusIncomplete {
 		return false, nil
+	}
+	rec, err := Open(dir)
+	if err != nil {
+		return false, err
 	}
 	for _, name := range []string{InputFile, StepsFile, ShotsFile, FramesFile} {
 		if err := cutTornLine(filepath.Join(dir, name)); err != nil {
