@@ -180,11 +180,21 @@ func (x *xstate) windows() ([]Window, error) {
 		for _, w := range inner {
 			if innerTitles[w] != "" {
 				add(w)
+				titles[w] = innerTitles[w]
 			}
 		}
 	}
-
-	titles = x.titles(ids)
+	// Titles already read above are kept; only the client list's windows
+	// still need theirs (this runs on every poll of wait_window).
+	var missing []xproto.Window
+	for _, w := range ids {
+		if _, ok := titles[w]; !ok {
+			missing = append(missing, w)
+		}
+	}
+	for w, t := range x.titles(missing) {
+		titles[w] = t
+	}
 	classCks := make([]xproto.GetPropertyCookie, len(ids))
 	for i, w := range ids {
 		classCks[i] = xproto.GetProperty(c, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 256)
