@@ -20,7 +20,6 @@ import (
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/stream"
-	"github.com/deskenv/deskenv/task"
 	"github.com/deskenv/deskenv/web"
 )
 
@@ -60,12 +59,9 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if err != nil {
 		return nil, err
 	}
-	var tasks []*task.Task
-	if cfg.Tasks != "" {
-		if tasks, err = task.Load(cfg.Tasks); err != nil {
-			return nil, fmt.Errorf("--tasks: %w", err)
-		}
-		log.Info("tasks loaded", "dir", cfg.Tasks, "count", len(tasks))
+	tasks, err := cfg.loadTasks(log)
+	if err != nil {
+		return nil, err
 	}
 	home, err := cfg.desktopHome()
 	if err != nil {
@@ -275,8 +271,6 @@ func outcomeOf(ep *control.Episode) *record.Outcome {
 	return out
 }
 
-// mcpTools offers the MCP server's tools to the control plane's OpenEnv face
-// (/step, /ws "mcp" messages): the very tools agents get at /mcp.
 // traits builds the MCP traits --mcp-traits names, over this desktop's home
 // and session environment.
 func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
@@ -306,6 +300,8 @@ func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
 	return t, nil
 }
 
+// mcpTools offers the MCP server's tools to the control plane's OpenEnv face
+// (/step, /ws "mcp" messages): the very tools agents get at /mcp.
 type mcpTools struct{ s *mcpserver.Server }
 
 func (m mcpTools) ListTools(ctx context.Context) ([]control.ToolInfo, error) {

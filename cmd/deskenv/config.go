@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/task"
 )
 
 // config is everything the appliance can be told, from flags or DESKENV_*
@@ -64,6 +65,10 @@ type config struct {
 
 	// extraTokens are added by pool mode: each desktop's own agent token.
 	extraTokens []control.Token
+	// tasks are --tasks once loaded: pool mode loads them once for all its
+	// desktops (and reports a bad file once, not once per desktop).
+	tasks       []*task.Task
+	tasksLoaded bool
 }
 
 func defaultConfig() config {
@@ -376,4 +381,18 @@ Every flag can also be set with the environment variable in brackets.
 Flags:
 `)
 	fs.PrintDefaults()
+}
+
+// loadTasks loads --tasks, or returns what was loaded already.
+func (c *config) loadTasks(log *slog.Logger) ([]*task.Task, error) {
+	if c.tasksLoaded || c.Tasks == "" {
+		return c.tasks, nil
+	}
+	tasks, err := task.Load(c.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("--tasks: %w", err)
+	}
+	log.Info("tasks loaded", "dir", c.Tasks, "count", len(tasks))
+	c.tasks, c.tasksLoaded = tasks, true
+	return tasks, nil
 }

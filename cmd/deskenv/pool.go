@@ -61,6 +61,9 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 		log.Warn("an agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
 			"any agent holding it can act on desktops leased to others; leases hand out per-desktop tokens, use those")
 	}
+	if _, err := cfg.loadTasks(log); err != nil {
+		return nil, err
+	}
 	home, err := cfg.desktopHome()
 	if err != nil {
 		return nil, err
