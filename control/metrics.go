@@ -3,8 +3,10 @@ package control
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -166,7 +168,7 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 	for _, name := range m.order {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", name, escapeHelp(m.help[name]), name, m.kind[name])
 		if f := m.counters[name]; f != nil {
-			for _, key := range sortedKeys(f.values) {
+			for _, key := range slices.Sorted(maps.Keys(f.values)) {
 				fmt.Fprintf(&b, "%s%s %s\n", name, labelText(f.labels, key, "", ""), formatFloat(f.values[key]))
 			}
 			continue
@@ -203,15 +205,6 @@ func (m *Metrics) WriteTo(w io.Writer) (int64, error) {
 func (m *Metrics) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	m.WriteTo(w)
-}
-
-func sortedKeys(m map[string]float64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func labelText(names []string, key, extraName, extraValue string) string {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -120,7 +122,7 @@ func parseOEAction(v any, at []any) (oeAction, ValidationError) {
 			}
 		}
 	}
-	for _, k := range sortedFields(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !allowed[k] {
 			errs = append(errs, FieldError{Type: "extra_forbidden", Loc: loc(at, k), Msg: "Extra inputs are not permitted", Input: m[k]})
 		}
@@ -129,20 +131,6 @@ func parseOEAction(v any, at []any) (oeAction, ValidationError) {
 		return oeAction{}, errs
 	}
 	return a, nil
-}
-
-func sortedFields(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	// Stable order for messages and tests.
-	for i := 1; i < len(keys); i++ {
-		for j := i; j > 0 && keys[j] < keys[j-1]; j-- {
-			keys[j], keys[j-1] = keys[j-1], keys[j]
-		}
-	}
-	return keys
 }
 
 // oeReset is OpenEnv's ResetRequest (extra fields allowed) with deskenv's

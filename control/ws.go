@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -123,7 +125,7 @@ func checkFields(m map[string]any, allowed ...string) ValidationError {
 		ok[a] = true
 	}
 	var errs ValidationError
-	for _, k := range sortedFields(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !ok[k] {
 			errs = append(errs, FieldError{Type: "extra_forbidden", Loc: []any{k}, Msg: "Extra inputs are not permitted", Input: m[k]})
 		}

@@ -118,7 +118,7 @@ func (p *pipeline) subscribe(id string, track *webrtc.TrackLocalStaticRTP) *subs
 		p.s.xw.startDamage()
 		go p.loop(ctx, done)
 	}
-	p.requestKeyframe(nil, "a viewer joined")
+	p.requestKeyframe("a viewer joined")
 	return sub
 }
 
@@ -160,7 +160,7 @@ func (p *pipeline) stop() {
 }
 
 // requestKeyframe asks the loop for an IDR; the loop rate-limits them.
-func (p *pipeline) requestKeyframe(_ *subscriber, why string) {
+func (p *pipeline) requestKeyframe(why string) {
 	p.counters.keyRequests.Add(1)
 	if !p.keyReq.Swap(true) {
 		p.s.log.Debug("keyframe requested", "why", why)
@@ -213,7 +213,7 @@ func (p *pipeline) fanOut(f *encFrame) {
 		default:
 			sub.needKey = true
 			p.counters.dropped.Add(1)
-			p.requestKeyframe(sub, "a viewer fell behind")
+			p.requestKeyframe("a viewer fell behind")
 		}
 	}
 }
