@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -92,7 +93,7 @@ func ParseAction(raw []byte) (Action, error) {
 	}
 	var unknown []string
 	for k := range fields {
-		if !containsString(fieldNames, k) {
+		if !slices.Contains(fieldNames, k) {
 			unknown = append(unknown, k)
 		}
 	}
@@ -163,15 +164,6 @@ func ParseAction(raw []byte) (Action, error) {
 		a.Duration = &d
 	}
 	return a, nil
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func closestField(name string) string {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -623,7 +624,7 @@ func (r *Reducer) modsText(use bool) string {
 	var names []string
 	for i, m := range r.mods {
 		n := modName(m.sym)
-		if !containsStr(names, n) {
+		if !slices.Contains(names, n) {
 			names = append(names, n)
 		}
 		if use {
@@ -704,13 +705,4 @@ func dist(x0, y0, x1, y1 int) int {
 		dy = -dy
 	}
 	return max(dx, dy)
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

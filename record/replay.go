@@ -10,7 +10,6 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/image"
@@ -78,9 +77,6 @@ type ReplayReport struct {
 func Replay(ctx context.Context, rec *Recording, exec *hci.Executor, shooter *image.Shooter, capt *image.Capturer, opt ReplayOptions) (*ReplayReport, error) {
 	if opt.Source == "" {
 		opt.Source = hci.SourceReplay
-	}
-	if opt.Settle == (image.SettleOptions{}) {
-		opt.Settle = image.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 	}
 	sp := exec.Space()
 	if m := rec.Meta.Model; m.W != sp.ModelW || m.H != sp.ModelH {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -279,7 +280,7 @@ func (d *decoder) object(n *jnode, path, what string, allowed []string) map[stri
 			d.failAt(k.off, join(path, k.name), "given twice")
 			continue
 		}
-		if !contains(allowed, k.name) {
+		if !slices.Contains(allowed, k.name) {
 			msg := fmt.Sprintf("unknown field in %s", what)
 			if s := closest(k.name, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -394,15 +395,6 @@ func (d *decoder) positiveDuration(n *jnode, path string) Duration {
 
 func (d *decoder) raw(n *jnode) json.RawMessage {
 	return append(json.RawMessage(nil), d.data[n.start:n.end]...)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // closest suggests the allowed name nearest to a misspelt one.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -344,10 +345,10 @@ func (d *decoder) step(n *jnode, path string) Step {
 func (d *decoder) usedBy(n *jnode, f map[string]*jnode, path string, common, uses []string, what string) bool {
 	ok := true
 	for _, k := range n.keys {
-		if _, present := f[k.name]; !present || contains(common, k.name) {
+		if _, present := f[k.name]; !present || slices.Contains(common, k.name) {
 			continue
 		}
-		if !contains(uses, k.name) {
+		if !slices.Contains(uses, k.name) {
 			d.failAt(k.off, join(path, k.name), "not used by %s (they use %s)", what, strings.Join(uses, ", "))
 			ok = false
 		}

@@ -228,8 +228,10 @@ func (a *app) Handler() http.Handler {
 		mux.Handle(p, ctl)
 	}
 	// More specific than the control plane's /api/.
-	mux.Handle("/api/recording", a.auth.Require(control.RoleOperator)(a.rec.Handler()))
-	mux.Handle("/api/recording/", a.auth.Require(control.RoleOperator)(a.rec.Handler()))
+	recording := a.auth.Require(control.RoleOperator)(a.rec.Handler())
+	for _, p := range a.rec.Patterns() {
+		mux.Handle(p, recording)
+	}
 	return mux
 }
 
