@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -161,15 +162,17 @@ func (s *Server) CallTool(ctx context.Context, name string, args json.RawMessage
 		if t.Name != name {
 			continue
 		}
-		var argMap map[string]any
-		if len(args) > 0 && string(args) != "null" {
-			if err := json.Unmarshal(args, &argMap); err != nil {
+		if t := bytes.TrimSpace(args); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+			var obj map[string]json.RawMessage
+			if err := json.Unmarshal(t, &obj); err != nil {
 				return nil, fmt.Errorf("the arguments of %s must be a JSON object: %w", name, err)
 			}
 		}
+		// The raw bytes go on, not a decoded map: the tools check types on
+		// what the caller sent (5.0 is not an integer), as over tools/call.
 		req := mcp.CallToolRequest{}
 		req.Params.Name = name
-		req.Params.Arguments = argMap
+		req.Params.Arguments = args
 		return t.Handler(ctx, req)
 	}
 	names := make([]string, len(tools))

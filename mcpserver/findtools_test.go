@@ -87,7 +87,7 @@ func TestFindTools(t *testing.T) {
 func TestDeferTools(t *testing.T) {
 	home := t.TempDir()
 	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeTools, ModeCodeAct},
-		findTools: true, deferTools: true, traits: Traits{Files: &FilesTrait{Home: home}}})
+		findTools: true, deferTools: true, traits: Traits{Files: &FilesTrait{Home: home}, Bash: &BashTrait{Dir: home}}})
 	for _, kind := range []string{"http", "stdio"} {
 		t.Run(kind, func(t *testing.T) {
 			c := r.connect(t, kind)
@@ -143,6 +143,8 @@ func TestDeferTools(t *testing.T) {
 				{map[string]any{"name": "left_click", "arguments": []int{1}}, "must be a JSON object"},
 				{map[string]any{"arguments": map[string]any{}}, `call_tool takes "name"`},
 				{map[string]any{"name": "left_click", "arguments": map[string]any{"coordinate": []int{-1, 5}}}, "coordinate"},
+				// As strict as a direct call: the arguments reach the tool as sent.
+				{map[string]any{"name": "bash", "arguments": json.RawMessage(`{"command":"true","timeout":5.0}`)}, `"timeout" must be an integer`},
 			} {
 				res := call(t, c, "call_tool", bad.args)
 				if !res.IsError || !strings.Contains(resultText(res), bad.want) {
