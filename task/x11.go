@@ -278,11 +278,7 @@ func (e *DisplayEnv) Selection(ctx context.Context, name string) (string, error)
 	if e.d == nil {
 		return "", fmt.Errorf("read the %s selection: %w", name, ErrNoDisplay)
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultSelectionTimeout)
-		defer cancel()
-	}
+	// xsel.Read applies DefaultSelectionTimeout (its DefaultTimeout) itself.
 	return xsel.Read(ctx, e.d.Name(), name, MaxSelectionBytes)
 }
 
