@@ -248,6 +248,7 @@ func (c *Control) apiTask(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
+	c.drainBus(r.Context()) // step counts include the action just taken
 	q := r.URL.Query()
 	limit := 100
 	if s := q.Get("limit"); s != "" {
@@ -266,6 +267,7 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
+	c.drainBus(r.Context()) // step counts include the action just taken
 	id := r.PathValue("id")
 	if id == "current" {
 		if ep := c.Current(); ep != nil {
@@ -297,6 +299,7 @@ func (c *Control) apiEnd(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiStats(w http.ResponseWriter, r *http.Request) {
+	c.drainBus(r.Context())
 	writeJSON(w, http.StatusOK, c.Stats())
 }
 
