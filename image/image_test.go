@@ -350,6 +350,7 @@ func TestScaleMatchesReference(t *testing.T) {
 		{1920, 1200, 1280, 800}, {1366, 768, 1024, 576}, {1920, 1080, 1366, 768}, {101, 37, 50, 20}, {640, 480, 639, 479},
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
+	var reused scaler // as a Shooter keeps one: the sizes change under it
 	for _, sz := range sizes {
 		src := &Frame{Pix: make([]byte, sz.sw*sz.sh*4), Stride: sz.sw * 4, Width: sz.sw, Height: sz.sh}
 		for i := range src.Pix {
@@ -365,6 +366,11 @@ func TestScaleMatchesReference(t *testing.T) {
 		got, want := Scale(src, sz.dw, sz.dh), scaleReference(src, sz.dw, sz.dh)
 		if !bytes.Equal(got.Pix, want.Pix) {
 			t.Errorf("%dx%d to %dx%d: Scale differs from the reference", sz.sw, sz.sh, sz.dw, sz.dh)
+		}
+		for range 2 { // the second time with the weights and frame it kept
+			if got := reused.scale(src, sz.dw, sz.dh); !bytes.Equal(got.Pix, want.Pix) {
+				t.Errorf("%dx%d to %dx%d: a reused scaler differs from the reference", sz.sw, sz.sh, sz.dw, sz.dh)
+			}
 		}
 	}
 }

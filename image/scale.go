@@ -11,12 +11,33 @@ import (
 // covers. Downscaled text stays legible, which matters more to a model than
 // speed at the edges. Same size returns f itself.
 func Scale(f *Frame, w, h int) *Frame {
+	var sc scaler
+	return sc.scale(f, w, h)
+}
+
+// scaler is Scale keeping its weights for the sizes it last served and its
+// output frame: a Shooter scales the same sizes for every screenshot, and
+// the weights alone are thousands of small allocations. The returned frame
+// is overwritten by the next call.
+type scaler struct {
+	srcW, srcH, w, h int
+	xs               flatWeights
+	ys               [][]contrib
+	dst              Frame
+}
+
+func (sc *scaler) scale(f *Frame, w, h int) *Frame {
 	if w == f.Width && h == f.Height {
 		return f
 	}
-	xs := flatten(areaWeights(f.Width, w))
-	ys := areaWeights(f.Height, h)
-	dst := &Frame{Pix: make([]byte, w*h*4), Stride: w * 4, Width: w, Height: h, Time: f.Time}
+	if sc.srcW != f.Width || sc.srcH != f.Height || sc.w != w || sc.h != h {
+		sc.srcW, sc.srcH, sc.w, sc.h = f.Width, f.Height, w, h
+		sc.xs = flatten(areaWeights(f.Width, w))
+		sc.ys = areaWeights(f.Height, h)
+		sc.dst = Frame{Pix: make([]byte, w*h*4), Stride: w * 4, Width: w, Height: h}
+	}
+	xs, ys, dst := sc.xs, sc.ys, &sc.dst
+	dst.Time = f.Time
 
 	workers := runtime.GOMAXPROCS(0)
 	per := (h + workers - 1) / workers

@@ -51,6 +51,7 @@ type Shooter struct {
 	last    Shot
 	hasLast bool
 	frame   Frame
+	scaler  scaler
 	png     pngEncoder
 
 	encodes atomic.Int64
@@ -95,7 +96,7 @@ func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 		shot.Captured = s.frame.Time
 		return shot, nil
 	}
-	shot, err := s.encode(Scale(&s.frame, w, h))
+	shot, err := s.encode(s.scaler.scale(&s.frame, w, h))
 	if err != nil {
 		return Shot{}, err
 	}
