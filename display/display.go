@@ -61,6 +61,18 @@ type Config struct {
 	// Env is added to the environment of the window manager and apps.
 	Env []string
 
+	// Credential, when set, is the user the session runs as: the window
+	// manager, the apps, and whatever Env and SysProcAttr are used for. It
+	// keeps the session away from this process's own files and signals
+	// (the user that owns deskenv's state must not be the session's). nil
+	// means this process's user. Supplementary groups are those given:
+	// none when Groups is empty.
+	Credential *syscall.Credential
+
+	// User is the session user's name, put in $USER and $LOGNAME; empty
+	// leaves them as this process has them.
+	User string
+
 	// Logger receives lifecycle messages; nil means slog.Default().
 	Logger *slog.Logger
 
@@ -114,6 +126,10 @@ type Display struct {
 	lastErr    error
 	restarts   int
 	changed    chan struct{}
+	// auth is the display's X cookie and its files; nil on an attached
+	// display, whose access control is its owner's business.
+	auth *xauth
+	num  int
 
 	stop     chan struct{}
 	watchers sync.WaitGroup
@@ -146,7 +162,13 @@ func Start(ctx context.Context, cfg Config) (*Display, error) {
 	if _, err := exec.LookPath(cfg.Xvfb); err != nil {
 		return nil, fmt.Errorf("cannot find the X server %q (install the xvfb package, or run scripts/install-deps.sh): %w", cfg.Xvfb, err)
 	}
+	auth, err := newXauth(cfg.Credential)
+	if err != nil {
+		return nil, err
+	}
+	d.auth = auth
 	if err := d.startServer(ctx); err != nil {
+		auth.close(0)
 		return nil, err
 	}
 	d.log = d.log.With("display", d.name)
@@ -210,19 +232,59 @@ func (d *Display) Size() (width, height int) {
 // process environment with DISPLAY and HOME set, plus Config.Env. DESKENV_*
 // variables are left out: they configure the appliance and carry its tokens,
 // which the agent, working in this session, must never see.
+//
+// On a display this handle started, XAUTHORITY names the session's own copy
+// of the display's cookie. When the session runs as another user, the
+// variables that describe this process's user (USER, LOGNAME, MAIL,
+// XDG_RUNTIME_DIR) are replaced or left out.
 func (d *Display) Env() []string {
-	env := make([]string, 0, len(os.Environ())+len(d.cfg.Env)+2)
-	for _, kv := range withoutDeskenv(os.Environ()) {
-		if strings.HasPrefix(kv, "DISPLAY=") || strings.HasPrefix(kv, "HOME=") {
-			continue
-		}
-		env = append(env, kv)
+	drop := []string{"DISPLAY", "HOME"}
+	if d.auth != nil {
+		drop = append(drop, "XAUTHORITY")
 	}
+	if d.cfg.Credential != nil || d.cfg.User != "" {
+		drop = append(drop, "USER", "LOGNAME", "MAIL", "XDG_RUNTIME_DIR")
+	}
+	base := envWithout(withoutDeskenv(os.Environ()), drop...)
+	env := make([]string, 0, len(base)+len(d.cfg.Env)+5)
+	env = append(env, base...)
 	env = append(env, "DISPLAY="+d.name)
 	if d.cfg.Home != "" {
 		env = append(env, "HOME="+d.cfg.Home)
 	}
+	if d.auth != nil {
+		env = append(env, "XAUTHORITY="+d.auth.sessionFile())
+	}
+	if d.cfg.User != "" {
+		env = append(env, "USER="+d.cfg.User, "LOGNAME="+d.cfg.User)
+	}
 	return append(env, d.cfg.Env...)
+}
+
+// Credential is the user the session runs as, nil when it runs as this
+// process's user. The caller must not modify it.
+func (d *Display) Credential() *syscall.Credential { return d.cfg.Credential }
+
+// SysProcAttr is how a program that belongs to the session is started: in a
+// process group of its own (so stopping it stops what it started), killed
+// when this process dies, and as the session's user.
+func (d *Display) SysProcAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if c := d.cfg.Credential; c != nil {
+		cc := *c
+		cc.Groups = append([]uint32{}, c.Groups...)
+		attr.Credential = &cc
+	}
+	return attr
+}
+
+// XAuthority is the file holding the session's copy of the display's X
+// cookie (what $XAUTHORITY says in Env), or "" on an attached display.
+func (d *Display) XAuthority() string {
+	if d.auth == nil {
+		return ""
+	}
+	return d.auth.sessionFile()
 }
 
 // withoutDeskenv is env without the appliance's DESKENV_* variables.
@@ -337,6 +399,8 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 	// -noreset: without it Xvfb resets when its last client leaves, which
 	// throws away the session between two agents' connections.
 	args := []string{"-screen", "0", screen, "-noreset", "-nolisten", "tcp", "+extension", "XTEST", "+extension", "MIT-SHM", "-dpi", "96"}
+	// Only clients that present the display's cookie get in.
+	args = append(args, "-auth", d.auth.serverFile())
 	var fdR, fdW *os.File
 	if num > 0 {
 		args = append([]string{":" + strconv.Itoa(num)}, args...)
@@ -384,12 +448,16 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 		num = n
 	}
 	name := ":" + strconv.Itoa(num)
+	if err := d.auth.publish(num); err != nil {
+		return fail(err)
+	}
 	conn, err := dialWait(ctx, name, 10*time.Second, done)
 	if err != nil {
 		return fail(fmt.Errorf("Xvfb %s: %w", name, err))
 	}
 	d.mu.Lock()
 	d.name = name
+	d.num = num
 	d.xvfb = cmd
 	d.xvfbDone = done
 	d.lockFile = fmt.Sprintf("/tmp/.X%d-lock", num)
@@ -500,6 +568,14 @@ func (d *Display) StartSession(ctx context.Context) error {
 	if !d.Owned() {
 		return nil
 	}
+	// The session's cookie file again, in case a program of the last
+	// session made it unreadable: the new session could not connect.
+	d.mu.Lock()
+	num := d.num
+	d.mu.Unlock()
+	if err := d.auth.publish(num); err != nil {
+		return err
+	}
 	var cmds []*child
 	if len(d.cfg.WindowManager) > 0 {
 		cmd, err := d.spawn(d.cfg.WindowManager)
@@ -591,8 +667,8 @@ func (d *Display) spawn(argv []string) (*child, error) {
 		}
 	}
 	// Own process group, so stopping the session also stops what the app
-	// started (a shell's children, a browser's helpers).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// started (a shell's children, a browser's helpers); as the session user.
+	cmd.SysProcAttr = d.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("run %s: %w", filepath.Base(path), err)
 	}
@@ -732,6 +808,12 @@ func (d *Display) Close() error {
 		}
 	}
 	d.watchers.Wait()
+	if d.auth != nil {
+		d.mu.Lock()
+		num := d.num
+		d.mu.Unlock()
+		d.auth.close(num)
+	}
 	d.log.Info("display closed")
 	return nil
 }
