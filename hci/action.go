@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Action is exactly the input of Anthropic's computer_20251124 tool_use, so a
@@ -72,13 +74,24 @@ var fieldNames = []string{"action", "coordinate", "start_coordinate", "region", 
 
 // ParseAction decodes a tool_use input strictly: an unknown field, a field of
 // the wrong JSON type or a non-integer coordinate is an error saying which
-// field and what is allowed. A null field counts as absent. It does not check
-// values against a screen; call Validate for that.
+// field and what is allowed. A null field counts as absent, but a null inside
+// a coordinate or region is an error (JavaScript sends NaN and Infinity as
+// null: it must not click at 0). Text that is not valid UTF-8, or holds an
+// unpaired surrogate escape, is an error too, found on the raw bytes before
+// decoding would replace it with U+FFFD. It does not check values against a
+// screen; call Validate for that.
+//
+// Every decoding of an Action goes through here: Action.UnmarshalJSON calls
+// it, so a recording or a message decoded with encoding/json is as strict as
+// a tool call.
 func ParseAction(raw []byte) (Action, error) {
 	var a Action
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return a, errors.New("empty action: expected a JSON object such as {\"action\":\"screenshot\"}")
+	}
+	if err := wire.CheckJSON(raw); err != nil {
+		return a, fmt.Errorf("action: %w", err)
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
@@ -99,9 +112,16 @@ func ParseAction(raw []byte) (Action, error) {
 	}
 	if len(unknown) > 0 {
 		sort.Strings(unknown)
-		msg := fmt.Sprintf("unknown field %q", unknown[0])
+		msg := "unknown field " + wire.Quote(unknown[0])
 		if len(unknown) > 1 {
-			msg = fmt.Sprintf("unknown fields %q", unknown)
+			quoted := make([]string, 0, 4)
+			for _, u := range unknown[:min(len(unknown), 4)] {
+				quoted = append(quoted, wire.Quote(u))
+			}
+			if len(unknown) > 4 {
+				quoted = append(quoted, fmt.Sprintf("and %d more", len(unknown)-4))
+			}
+			msg = "unknown fields " + strings.Join(quoted, ", ")
 		}
 		if s := closestField(unknown[0]); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -166,6 +186,21 @@ func ParseAction(raw []byte) (Action, error) {
 	return a, nil
 }
 
+// UnmarshalJSON decodes with ParseAction, so an Action read by
+// encoding/json (a recording, a message) gets the same checks as a tool
+// call. null leaves a unchanged, as encoding/json does for other types.
+func (a *Action) UnmarshalJSON(b []byte) error {
+	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
+		return nil
+	}
+	x, err := ParseAction(b)
+	if err != nil {
+		return err
+	}
+	*a = x
+	return nil
+}
+
 func closestField(name string) string {
 	best, bestD := "", 3
 	for _, f := range fieldNames {
@@ -226,16 +261,30 @@ func decodeString(name string, v json.RawMessage) (string, error) {
 	return s, nil
 }
 
-// decodeInt accepts a JSON number with an integral value (3 or 3.0).
+// decodeInt accepts a JSON number with an integral value (3 or 3.0) that
+// fits in 32 bits. null is not a number: encoding/json would leave 0.
 func decodeInt(name string, v json.RawMessage) (int, error) {
+	n, ok := jsonInt32(v)
+	if !ok {
+		return 0, fmt.Errorf("%s must be an integer, got %s", name, jsonKind(v))
+	}
+	return n, nil
+}
+
+// jsonInt32 reads v as a whole JSON number within int32.
+func jsonInt32(v json.RawMessage) (int, bool) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
+		return 0, false // null, strings, arrays: Unmarshal into float64 would take null as 0
+	}
 	var f float64
 	if err := json.Unmarshal(v, &f); err != nil {
-		return 0, fmt.Errorf("%s must be an integer, got %s", name, jsonKind(v))
+		return 0, false
 	}
-	if f != math.Trunc(f) || math.Abs(f) > 1<<31 {
-		return 0, fmt.Errorf("%s must be an integer, got %s", name, jsonKind(v))
+	if f != math.Trunc(f) || f < math.MinInt32 || f > math.MaxInt32 {
+		return 0, false
 	}
-	return int(f), nil
+	return int(f), true
 }
 
 func decodeInts(name string, v json.RawMessage, n int, shape string) ([]int, error) {
@@ -251,11 +300,14 @@ func decodeInts(name string, v json.RawMessage, n int, shape string) ([]int, err
 	}
 	out := make([]int, n)
 	for i, e := range raw {
-		var f float64
-		if err := json.Unmarshal(e, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<31 {
+		n, ok := jsonInt32(e)
+		if !ok {
+			if k := jsonKind(e); k == "null" {
+				return nil, fmt.Errorf("%s, got null at index %d (JavaScript sends NaN and Infinity as null)", want, i)
+			}
 			return nil, fmt.Errorf("%s, got %s at index %d", want, jsonKind(e), i)
 		}
-		out[i] = int(f)
+		out[i] = n
 	}
 	return out, nil
 }
@@ -336,7 +388,7 @@ func (a Action) Validate(s Space) error {
 		if a.Action == "" {
 			return fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
 		}
-		msg := fmt.Sprintf("unknown action %q", a.Action)
+		msg := "unknown action " + wire.Quote(a.Action)
 		best, bestD := "", 3
 		for _, n := range actionNames {
 			if d := editDistance(strings.ToLower(a.Action), n); d < bestD {
@@ -384,7 +436,7 @@ func (a Action) Validate(s Space) error {
 		switch a.ScrollDirection {
 		case "up", "down", "left", "right":
 		default:
-			return fmt.Errorf("scroll: scroll_direction must be one of up, down, left, right, got %q", a.ScrollDirection)
+			return fmt.Errorf("scroll: scroll_direction must be one of up, down, left, right, got %s", wire.Quote(a.ScrollDirection))
 		}
 		if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
 			return fmt.Errorf("scroll: scroll_amount must be a number of wheel notches from 1 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
@@ -462,8 +514,11 @@ func (a Action) checkText() error {
 	if a.Text != "" && a.Key != "" && a.Text != a.Key {
 		return fmt.Errorf("text %q and key %q both name modifiers; give one of them", truncate(a.Text, 40), truncate(a.Key, 40))
 	}
-	if !utf8.ValidString(a.Text) || !utf8.ValidString(a.Key) {
-		return errors.New("text is not valid UTF-8")
+	if err := wire.CheckString(a.Text); err != nil {
+		return fmt.Errorf("text: %w", err)
+	}
+	if err := wire.CheckString(a.Key); err != nil {
+		return fmt.Errorf("key: %w", err)
 	}
 	if a.Action == ActType {
 		if len(a.Text) > MaxTextBytes {

@@ -1,6 +1,7 @@
 package hci
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -47,7 +48,7 @@ func TestParseAction(t *testing.T) {
 		{raw: `{"action":"left_click","coordinate":["1",2]}`, err: `got string "1" at index 0`},
 		{raw: `{"action":"left_click","coordinate":{"x":1}}`, err: "coordinate must be an array of 2 non-negative integers [x, y], got object"},
 		{raw: `{"action":"left_click","coordinates":[1,2]}`, err: `unknown field "coordinates" (did you mean "coordinate"?)`},
-		{raw: `{"action":"left_click","foo":1,"bar":2}`, err: `unknown fields ["bar" "foo"]`},
+		{raw: `{"action":"left_click","foo":1,"bar":2}`, err: `unknown fields "bar", "foo"`},
 		{raw: `{"action":"type","text":5}`, err: "text must be a string, got number 5"},
 		{raw: `{"action":5}`, err: "action must be a string, got number 5"},
 		{raw: `{"text":"x"}`, err: "action is required"},
@@ -59,6 +60,26 @@ func TestParseAction(t *testing.T) {
 		{raw: `null`, err: "got null"},
 		{raw: `{"action":`, err: "not valid JSON"},
 		{raw: ``, err: "empty action"},
+
+		// null is never 0: JavaScript sends NaN and Infinity as null.
+		{raw: `{"action":"left_click","coordinate":[null,null]}`, err: "got null at index 0"},
+		{raw: `{"action":"left_click","coordinate":[5,null]}`, err: "got null at index 1"},
+		{raw: `{"action":"left_click_drag","start_coordinate":[null,1],"coordinate":[3,4]}`, err: "start_coordinate must be an array of 2 non-negative integers [x, y], got null at index 0"},
+		{raw: `{"action":"zoom","region":[0,0,null,10]}`, err: "region must be an array of 4 non-negative integers [x0, y0, x1, y1], got null at index 2"},
+		{raw: `{"action":"left_click","coordinate":[1e300,1]}`, err: "got number 1e300 at index 0"},
+		{raw: `{"action":"left_click","coordinate":[2147483648,1]}`, err: "got number 2147483648 at index 0"},
+		{raw: `{"action":"left_click","coordinate":[1e400,1]}`, err: "at index 0"},
+		{raw: `{"action":"left_click","coordinate":[true,1]}`, err: "got boolean true at index 0"},
+		{raw: `{"action":"scroll","scroll_direction":"up","scroll_amount":1e300}`, err: "scroll_amount must be an integer, got number 1e300"},
+		{raw: `{"action":"scroll","scroll_direction":"up","scroll_amount":[3]}`, err: "scroll_amount must be an integer, got array"},
+		{raw: `{"action":"wait","duration":1e400}`, err: "duration must be a number of seconds"},
+		// Invalid UTF-8 and unpaired surrogates are refused before decoding
+		// would make them U+FFFD.
+		{raw: "{\"action\":\"type\",\"text\":\"a\xffb\"}", err: "not valid UTF-8: the byte 0xff at byte 26"},
+		{raw: `{"action":"type","text":"a\ud800b"}`, err: `not valid UTF-8: the unpaired UTF-16 surrogate escape \ud800`},
+		{raw: `{"action":"type","text":"a\udc00"}`, err: `unpaired UTF-16 surrogate escape \udc00`},
+		{raw: `{"action":"key","text":"\ud83d"}`, err: `unpaired UTF-16 surrogate escape \ud83d`},
+		{raw: `{"action":"type","text":"\ud83d\ude00 \\ud800"}`, want: Action{Action: "type", Text: "😀 \\ud800"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseAction([]byte(tt.raw))
@@ -214,5 +235,57 @@ func TestMutates(t *testing.T) {
 	}
 	if (Action{Action: "nonsense"}).Mutates() {
 		t.Error("an unknown action mutates")
+	}
+}
+
+// TestActionUnmarshalJSON: an Action decoded by encoding/json, inside a
+// recording's line or a message, is as strict as ParseAction.
+func TestActionUnmarshalJSON(t *testing.T) {
+	var ok struct {
+		Action Action `json:"action"`
+	}
+	if err := json.Unmarshal([]byte(`{"action":{"action":"left_click","coordinate":[3,4]}}`), &ok); err != nil {
+		t.Fatal(err)
+	}
+	if got := ok.Action.String(); got != `{"action":"left_click","coordinate":[3,4]}` {
+		t.Errorf("decoded %s", got)
+	}
+	for _, raw := range []string{
+		`{"action":{"action":"left_click","coordinate":[null,null]}}`,
+		`{"action":{"action":"left_click","coordinate":[1.5,2]}}`,
+		"{\"action\":{\"action\":\"type\",\"text\":\"\xff\"}}",
+		`{"action":{"action":"type","text":"\udc00"}}`,
+		`{"action":{"action":"left_click","bogus":1}}`,
+	} {
+		var v struct {
+			Action Action `json:"action"`
+		}
+		if err := json.Unmarshal([]byte(raw), &v); err == nil {
+			t.Errorf("json.Unmarshal(%q) = %s, want an error", raw, v.Action)
+		}
+	}
+}
+
+// TestErrorsQuoteShort: an error about bad input quotes a short prefix of
+// it, not all of it.
+func TestErrorsQuoteShort(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	sp := Space{ScreenW: 1280, ScreenH: 800, ModelW: 1280, ModelH: 800}
+	for name, err := range map[string]error{
+		"action":    Action{Action: long}.Validate(sp),
+		"direction": Action{Action: ActScroll, ScrollDirection: long}.Validate(sp),
+		"key":       Action{Action: ActKey, Text: long[:900]}.Validate(sp),
+		"chord":     Action{Action: ActKey, Text: "ctrl+" + long[:900]}.Validate(sp),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+			continue
+		}
+		if len(err.Error()) > 600 {
+			t.Errorf("%s: the error is %d bytes long: %.200s", name, len(err.Error()), err)
+		}
+	}
+	if _, err := ParseAction([]byte(`{"action":"screenshot","` + long + `":1}`)); err == nil || len(err.Error()) > 600 {
+		t.Errorf("unknown field: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Keysym is an X keysym: the symbol on a key, independent of which key (keycode)
@@ -181,7 +183,7 @@ func lookupKey(name string) (Keysym, error) {
 	if utf8.RuneCountInString(name) == 1 {
 		r, _ := utf8.DecodeRuneInString(name)
 		if r == utf8.RuneError {
-			return 0, fmt.Errorf("key name %q is not valid UTF-8", name)
+			return 0, fmt.Errorf("key name %s is not valid UTF-8", wire.Quote(name))
 		}
 		if k := KeysymForRune(r); k != 0 {
 			return k, nil
@@ -217,12 +219,12 @@ func lookupKey(name string) (Keysym, error) {
 	case 0:
 	default:
 		sort.Strings(found)
-		return 0, fmt.Errorf("key name %q is ambiguous: X names differ only in case here (%s); use the exact spelling", name, strings.Join(found, ", "))
+		return 0, fmt.Errorf("key name %s is ambiguous: X names differ only in case here (%s); use the exact spelling", wire.Quote(name), strings.Join(found, ", "))
 	}
 	if s := suggestKey(name); s != "" {
-		return 0, fmt.Errorf("unknown key name %q; did you mean %s?", name, s)
+		return 0, fmt.Errorf("unknown key name %s; did you mean %s?", wire.Quote(name), s)
 	}
-	return 0, fmt.Errorf("unknown key name %q: use an X keysym name such as Return, Page_Down or ctrl", name)
+	return 0, fmt.Errorf("unknown key name %s: use an X keysym name such as Return, Page_Down or ctrl", wire.Quote(name))
 }
 
 // parseNumericKey accepts "U20AC", "U+20AC" (a Unicode character) and
@@ -343,8 +345,8 @@ func ParseChord(chord string) ([]Keysym, error) {
 		trailingPlus = true
 		c = c[:len(c)-2]
 	case strings.HasSuffix(c, "+"):
-		return nil, fmt.Errorf("key chord %q ends with \"+\": name the last key (for the plus key itself write %q or %q)",
-			chord, c+"+", c+"plus")
+		return nil, fmt.Errorf("key chord %s ends with \"+\": name the last key (for the plus key itself write %s or %s)",
+			wire.Quote(chord), wire.Quote(c+"+"), wire.Quote(c+"plus"))
 	}
 	if c != "" {
 		parts = joinUnicodeNames(strings.Split(c, "+"))
@@ -353,12 +355,12 @@ func ParseChord(chord string) ([]Keysym, error) {
 	for _, p := range parts {
 		name := strings.TrimSpace(p)
 		if name == "" {
-			return nil, fmt.Errorf("key chord %q has an empty key name between \"+\" signs", chord)
+			return nil, fmt.Errorf("key chord %s has an empty key name between \"+\" signs", wire.Quote(chord))
 		}
 		k, err := lookupKey(name)
 		if err != nil {
 			if len(parts) > 1 || trailingPlus {
-				return nil, fmt.Errorf("%w in %q", err, chord)
+				return nil, fmt.Errorf("%w in %s", err, wire.Quote(chord))
 			}
 			return nil, err
 		}
@@ -368,7 +370,7 @@ func ParseChord(chord string) ([]Keysym, error) {
 		keys = append(keys, '+')
 	}
 	if len(keys) > maxChordKeys {
-		return nil, fmt.Errorf("key chord %q has %d keys; at most %d can be pressed together", chord, len(keys), maxChordKeys)
+		return nil, fmt.Errorf("key chord %s has %d keys; at most %d can be pressed together", wire.Quote(chord), len(keys), maxChordKeys)
 	}
 	return keys, nil
 }
