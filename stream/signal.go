@@ -302,16 +302,26 @@ func (v *viewer) readLoop() {
 	}
 }
 
-// handle dispatches one signalling message.
-func (v *viewer) handle(data []byte) {
+// decodeSignal decodes one signalling message: one JSON object of
+// clientMsg's shape, nothing after it. It is apart from handle so it can be
+// fuzzed without a viewer.
+func decodeSignal(data []byte) (clientMsg, error) {
 	var m clientMsg
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&m); err != nil {
-		v.sendError(CodeBadMessage, "signalling message is not valid JSON of the expected shape (%v): send {\"type\": \"offer\"|\"candidate\"|\"control\"|\"ping\", ...}", err)
-		return
+		return m, fmt.Errorf("signalling message is not valid JSON of the expected shape (%v): send {\"type\": \"offer\"|\"candidate\"|\"control\"|\"ping\", ...}", err)
 	}
 	if dec.More() {
-		v.sendError(CodeBadMessage, "signalling message has data after the JSON object: send one object per message")
+		return m, errors.New("signalling message has data after the JSON object: send one object per message")
+	}
+	return m, nil
+}
+
+// handle dispatches one signalling message.
+func (v *viewer) handle(data []byte) {
+	m, err := decodeSignal(data)
+	if err != nil {
+		v.sendError(CodeBadMessage, "%v", err)
 		return
 	}
 	switch m.Type {
