@@ -18,6 +18,7 @@ import (
 
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // handleComputer runs the computer tool: the arguments are an Anthropic
@@ -107,12 +108,18 @@ func granularToAction(name string, allowed []string, required []field, raw json.
 
 // rawArguments returns the call's arguments as JSON: the bytes off the wire
 // when there are some, or the decoded value re-encoded (in-process calls).
-// No arguments at all, or null, is an empty object.
+// No arguments at all, or null, is an empty object. Every tool reads its
+// arguments here, so this is where text that is not valid UTF-8 (or an
+// unpaired surrogate escape) is refused, while the bytes are still as sent:
+// decoding would turn it into U+FFFD and type or write that instead.
 func rawArguments(req mcp.CallToolRequest) (json.RawMessage, error) {
 	switch v := req.GetRawArguments().(type) {
 	case json.RawMessage:
 		if t := bytes.TrimSpace(v); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 			return json.RawMessage("{}"), nil
+		}
+		if err := wire.CheckJSON(v); err != nil {
+			return nil, fmt.Errorf("the arguments are refused: %w", err)
 		}
 		return v, nil
 	case nil:
@@ -246,9 +253,5 @@ func toolError(err error) *mcp.CallToolResult {
 }
 
 func truncateJSON(v json.RawMessage) string {
-	s := string(bytes.TrimSpace(v))
-	if len(s) > 40 {
-		s = s[:40] + "..."
-	}
-	return s
+	return wire.Prefix(string(bytes.TrimSpace(v)), 40)
 }

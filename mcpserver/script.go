@@ -16,6 +16,7 @@ import (
 	"go.starlark.net/syntax"
 
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // ModeCodeAct offers run_script: a Starlark program with every action bound
@@ -387,14 +388,27 @@ func (r *scriptRun) action(sp actionSpec, ps []param) func(*starlark.Thread, *st
 				points[p.field] = pt
 				continue
 			}
+			// The values become JSON for hci.ParseAction: check here what
+			// JSON would hide (a string of invalid UTF-8 would become
+			// U+FFFD, an Int past 64 bits 0) or cannot carry (NaN, Inf).
 			switch x := v.(type) {
 			case starlark.String:
+				if err := wire.CheckString(string(x)); err != nil {
+					return nil, fmt.Errorf("%s: %s: %w", sig, p.name, err)
+				}
 				fields[p.field] = string(x)
 			case starlark.Int:
-				n, _ := x.Int64()
+				n, ok := x.Int64()
+				if !ok || n < math.MinInt32 || n > math.MaxInt32 {
+					return nil, fmt.Errorf("%s: %s is %s, out of range", sig, p.name, wire.Prefix(x.String(), 40))
+				}
 				fields[p.field] = n
 			case starlark.Float:
-				fields[p.field] = float64(x)
+				f := float64(x)
+				if math.IsNaN(f) || math.IsInf(f, 0) {
+					return nil, fmt.Errorf("%s: %s must be a finite number, got %v", sig, p.name, f)
+				}
+				fields[p.field] = f
 			default:
 				return nil, fmt.Errorf("%s: %s cannot be a %s", sig, p.name, v.Type())
 			}

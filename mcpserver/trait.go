@@ -5,12 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Traits are optional tool groups beyond the screen, keyboard and mouse. Each
@@ -182,6 +186,16 @@ func (s *Server) traitHandler(sp traitSpec) func(context.Context, mcp.CallToolRe
 // info; file and clipboard calls, which a script may make by the hundred, at
 // debug.
 func (s *Server) runTrait(ctx context.Context, sp traitSpec, args traitArgs) (traitResult, error) {
+	// A script's strings are Go strings as the script built them, and
+	// Starlark indexes bytes ('é'[0] is half a character): check them here,
+	// as rawArguments checks JSON.
+	for _, k := range slices.Sorted(maps.Keys(args)) {
+		if str, ok := args[k].(string); ok {
+			if err := wire.CheckString(str); err != nil {
+				return traitResult{}, fmt.Errorf("%s: %s: %w", sp.name, k, err)
+			}
+		}
+	}
 	res, err := sp.run(ctx, args)
 	attrs := []any{"tool", sp.name}
 	if c := args.str("command"); c != "" {
@@ -218,7 +232,7 @@ func (sp traitSpec) parseJSON(raw json.RawMessage) (traitArgs, error) {
 	for k, v := range m {
 		p, ok := sp.param(k)
 		if !ok {
-			return nil, fmt.Errorf("%s: unknown argument %q; it takes %s", sp.name, k, sp.paramList())
+			return nil, fmt.Errorf("%s: unknown argument %s; it takes %s", sp.name, wire.Quote(k), sp.paramList())
 		}
 		if string(v) == "null" {
 			continue
@@ -302,6 +316,11 @@ func clipboardSpecs(c Clipboard) []traitSpec {
 				text, err := c.ReadClipboard(ctx)
 				if err != nil {
 					return traitResult{}, fmt.Errorf("clipboard_get: %w", err)
+				}
+				// An app on the desktop may hold bytes that are not UTF-8;
+				// JSON would hand the model U+FFFD in their place.
+				if err := wire.CheckString(text); err != nil {
+					return traitResult{}, fmt.Errorf("clipboard_get: the clipboard holds %d bytes that are not UTF-8 text: %w", len(text), err)
 				}
 				return traitResult{value: text, text: text}, nil
 			},
