@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unicode/utf8"
 
 	"github.com/pion/webrtc/v4"
 
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // inputTimeout bounds how long one input may wait for the X server.
@@ -87,10 +87,15 @@ func parseInput(m webrtc.DataChannelMessage, maxBytes, vw, vh int) (input, error
 	var msg inputMsg
 	dec := json.NewDecoder(bytes.NewReader(m.Data))
 	if err := dec.Decode(&msg); err != nil {
-		return input{}, fmt.Errorf("input message is not JSON of the expected shape (%v): send e.g. {\"t\":\"kd\",\"k\":65293}", err)
+		return input{}, fmt.Errorf("input message is not JSON of the expected shape (%s): send e.g. {\"t\":\"kd\",\"k\":65293}", wire.Prefix(err.Error(), 200))
 	}
 	if dec.More() {
 		return input{}, errors.New("input message has data after the JSON object: send one object per message")
+	}
+	// On the raw bytes: decoding put U+FFFD in place of bytes that are not
+	// UTF-8 (or of a lone surrogate escape) without a word.
+	if err := wire.CheckJSON(m.Data); err != nil {
+		return input{}, fmt.Errorf("input message: %w", err)
 	}
 	in := input{t: msg.T}
 	var err error
@@ -133,9 +138,6 @@ func parseInput(m webrtc.DataChannelMessage, maxBytes, vw, vh int) (input, error
 	case "clip":
 		if msg.Text == nil {
 			return in, errors.New("clip needs \"text\"")
-		}
-		if !utf8.ValidString(*msg.Text) {
-			return in, errors.New("clip: text is not valid UTF-8")
 		}
 		in.text = *msg.Text
 	case "release":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 // drain forgets bus events published so far.
@@ -222,6 +223,13 @@ func TestBadInput(t *testing.T) {
 		{raw: `{"t":"clip","text":"` + strings.Repeat("y", 70000) + `"}`, err: "too large"},
 		{raw: "\x01\x02\x03", binary: true, err: "binary"},
 	}
+	for _, m := range badDataChannel {
+		msgs = append(msgs, struct {
+			raw    string
+			binary bool
+			err    string
+		}{raw: m.raw, err: m.err})
+	}
 	for _, m := range msgs {
 		var err error
 		if m.binary {
@@ -241,6 +249,10 @@ func TestBadInput(t *testing.T) {
 	}
 	if got := p.Take(); len(got) != 0 {
 		t.Errorf("bad input reached the desktop: %v", got)
+	}
+	// No refused clip set the clipboard.
+	if got, err := xsel.Read(context.Background(), e.d.Name(), "CLIPBOARD", 1<<10); err != nil || got != "" {
+		t.Errorf("the clipboard holds %q (%v) after refused clips", got, err)
 	}
 	// Still alive and usable.
 	a.input(map[string]any{"t": "mm", "x": 3, "y": 4})
