@@ -130,6 +130,8 @@ type Display struct {
 	// display, whose access control is its owner's business.
 	auth *xauth
 	num  int
+	// sup logs the deaths of the server and the session (supervise.go).
+	sup supervision
 
 	stop     chan struct{}
 	watchers sync.WaitGroup
@@ -525,6 +527,7 @@ func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
 		state = cmd.ProcessState.String()
 	}
 	d.lastErr = fmt.Errorf("Xvfb exited unexpectedly (%s)", state)
+	exit := d.noteServerExit(cmd.Process.Pid, state)
 	conn := d.conn
 	d.conn = nil
 	d.mu.Unlock()
@@ -533,6 +536,7 @@ func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
 	}
 	d.log.Error("X server died", "state", state, "restart", d.cfg.RestartOnCrash)
 	if !d.cfg.RestartOnCrash {
+		d.noteServerRestart(exit, errors.New("restarting is off (RestartOnCrash)"))
 		return
 	}
 	num, _ := strconv.Atoi(strings.TrimPrefix(d.name, ":"))
@@ -546,6 +550,7 @@ func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
 			err = d.StartSession(ctx)
 		}
 		cancel()
+		d.noteServerRestart(exit, err)
 		if err == nil {
 			d.mu.Lock()
 			d.restarts++
@@ -577,8 +582,15 @@ func (d *Display) StartSession(ctx context.Context) error {
 		return err
 	}
 	var cmds []*child
+	// Once in d.session, each process is watched and restarted should it
+	// die (supervise.go).
+	defer func() {
+		for _, c := range cmds {
+			go d.supervise(c)
+		}
+	}()
 	if len(d.cfg.WindowManager) > 0 {
-		cmd, err := d.spawn(d.cfg.WindowManager)
+		cmd, err := d.spawnSupervised(newSlot(RoleWindowManager, d.cfg.WindowManager))
 		if err != nil {
 			return fmt.Errorf("start window manager: %w", err)
 		}
@@ -593,7 +605,7 @@ func (d *Display) StartSession(ctx context.Context) error {
 		if len(argv) == 0 {
 			continue
 		}
-		cmd, err := d.spawn(argv)
+		cmd, err := d.spawnSupervised(newSlot(RoleApp, argv))
 		if err != nil {
 			d.mu.Lock()
 			d.session = append(d.session, cmds...)
@@ -620,6 +632,13 @@ func (d *Display) RestartSession(ctx context.Context) error {
 type child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
+	// Supervision (supervise.go): the child's place in the session, when
+	// it started, and, under Display.mu, when it died and why its last
+	// restart failed.
+	slot    *slot
+	started time.Time
+	diedAt  time.Time
+	lastErr string
 }
 
 func (c *child) exited() bool {
