@@ -122,6 +122,38 @@ func (e *DisplayEnv) environ() []string {
 	return append(env, "HOME="+e.home)
 }
 
+// sysProcAttr starts a program of the session: a process group of its own,
+// killed with this process, and as the session's user (display.SysProcAttr),
+// since setup and checks act in the session and must not act as the user
+// that owns deskenv's state.
+func (e *DisplayEnv) sysProcAttr() *syscall.SysProcAttr {
+	if e.d != nil {
+		return e.d.SysProcAttr()
+	}
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// WriteFile writes content to path (its folders made as needed) with mode
+// perm. When the session runs as another user the write is done by a
+// program running as that user: the file is the session's, and a link the
+// session planted cannot lead the write anywhere that user could not write.
+func (e *DisplayEnv) WriteFile(ctx context.Context, path, content string, perm os.FileMode) error {
+	if e.d == nil || e.d.Credential() == nil {
+		return writeFile(path, content, fmt.Sprintf("%o", perm))
+	}
+	const script = `umask 022; mkdir -p -- "$(dirname -- "$1")" && cat > "$1" && chmod "$2" -- "$1"`
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", script, "sh", path, fmt.Sprintf("%o", perm))
+	cmd.Env = e.environ()
+	cmd.Dir = e.workDir()
+	cmd.Stdin = strings.NewReader(content)
+	cmd.SysProcAttr = e.sysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("write %s as the desktop user: %w: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 func (e *DisplayEnv) workDir() string {
 	if st, err := os.Stat(e.home); err == nil && st.IsDir() {
 		return e.home
@@ -150,7 +182,7 @@ func (e *DisplayEnv) Run(ctx context.Context, script string) (Result, error) {
 	cmd.Env = e.environ()
 	cmd.Dir = e.workDir()
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = e.sysProcAttr()
 	// On timeout end the whole group, not only sh: "sleep 100; true" would
 	// otherwise outlive it.
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -212,7 +244,7 @@ func (e *DisplayEnv) Launch(ctx context.Context, argv []string) (*Process, error
 	cmd.Args[0] = argv[0]
 	cmd.Env = env
 	cmd.Dir = e.workDir()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = e.sysProcAttr()
 	p, err := StartProcess(cmd)
 	if err != nil {
 		return nil, err

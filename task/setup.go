@@ -100,6 +100,13 @@ func (r *setupRun) step(ctx context.Context, i int, s *Step) error {
 		return nil
 
 	case StepWriteFile:
+		if w, ok := r.env.(fileWriter); ok {
+			perm, err := fileMode(s.Mode)
+			if err != nil {
+				return err
+			}
+			return w.WriteFile(ctx, expandPath(home, s.Path), s.Content, perm)
+		}
 		return writeFile(expandPath(home, s.Path), s.Content, s.Mode)
 
 	case StepWaitWindow:
@@ -148,14 +155,28 @@ func outputTails(res Result) string {
 	return b.String()
 }
 
+// fileWriter is an Env that writes files in the desktop user's home itself,
+// as that user (DisplayEnv does when the session runs as another user).
+type fileWriter interface {
+	WriteFile(ctx context.Context, path, content string, perm os.FileMode) error
+}
+
+// fileMode is a write_file step's mode, 0644 when it names none.
+func fileMode(mode string) (os.FileMode, error) {
+	if mode == "" {
+		return 0o644, nil
+	}
+	m, err := strconv.ParseUint(mode, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("mode %q is not octal: %w", mode, err)
+	}
+	return os.FileMode(m) & os.ModePerm, nil
+}
+
 func writeFile(path, content, mode string) error {
-	perm := os.FileMode(0o644)
-	if mode != "" {
-		m, err := strconv.ParseUint(mode, 8, 32)
-		if err != nil {
-			return fmt.Errorf("mode %q is not octal: %w", mode, err)
-		}
-		perm = os.FileMode(m) & os.ModePerm
+	perm, err := fileMode(mode)
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("make the folder for %s: %w", path, err)
