@@ -11,11 +11,15 @@ import (
 	"time"
 )
 
-// BashTrait configures the bash tool. The command runs with the same user
-// id as deskenv and the desktop session (in the image, the unprivileged
-// desk user), in the session's environment, so it sees the same DISPLAY and
-// HOME as the apps on screen; a reset kills whatever it left running there.
+// BashTrait configures the bash tool. The command runs as the desktop
+// session's user (Credential; in the image, desk), never as the user that
+// owns deskenv's state, in the session's environment, so it sees the same
+// DISPLAY, XAUTHORITY and HOME as the apps on screen; a reset kills whatever
+// it left running there.
 type BashTrait struct {
+	// Credential is the session's user; nil runs the command as this
+	// process's user (only when deskenv was told to allow that).
+	Credential *syscall.Credential
 	// Dir is the working directory, the desktop user's home.
 	Dir string
 	// Env is the environment, the desktop session's (display.Env).
@@ -100,7 +104,7 @@ func (b BashTrait) run(ctx context.Context, command string, timeout time.Duratio
 	cmd.Stdout, cmd.Stderr = out, out
 	// Own process group, so a timeout kills what the command started too;
 	// Pdeathsig so nothing outlives deskenv.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: b.Credential}
 	// A detached child (app &) may hold the pipe open after the shell exits;
 	// do not wait for it longer than this.
 	cmd.WaitDelay = 500 * time.Millisecond

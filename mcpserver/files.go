@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 )
 
@@ -26,6 +27,9 @@ type FilesTrait struct {
 	MaxWriteBytes int
 	// MaxEntries is the most entries list_files returns; default 1000.
 	MaxEntries int
+	// Owner is the session's user, who gets what write_file creates; nil
+	// leaves it to this process's user.
+	Owner *syscall.Credential
 }
 
 func (f FilesTrait) withDefaults() FilesTrait {
@@ -213,6 +217,7 @@ func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
 	if err != nil {
 		return traitResult{}, f.explain(tool, p, err)
 	}
+	f.own(root, rel)
 	return traitResult{value: int64(n), text: fmt.Sprintf("%s %d bytes to %s", verb, n, filepath.Join(f.Home, rel))}, nil
 }
 
