@@ -10,6 +10,7 @@ import (
 	"time"
 
 	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Policy says who may act on the desktop: the agent, people, or both.
@@ -36,7 +37,7 @@ func ParsePolicy(s string) (Policy, error) {
 	case PolicyShared, PolicyHuman, PolicyAgent:
 		return p, nil
 	}
-	return "", fmt.Errorf("%w %q: use shared (agent and a person both act), human (only people act) or agent (people only watch)", ErrBadPolicy, s)
+	return "", fmt.Errorf("%w %s: use shared (agent and a person both act), human (only people act) or agent (people only watch)", ErrBadPolicy, wire.Quote(s))
 }
 
 // Config configures a stream Server. The zero value is usable: 30 fps, 4

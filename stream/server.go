@@ -24,6 +24,7 @@ import (
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // ErrPersonInControl is what the agent's actions fail with under PolicyHuman.
@@ -288,7 +289,7 @@ func (s *Server) grantLocked(id string) error {
 	switch {
 	case v == nil:
 		s.mu.Unlock()
-		return fmt.Errorf("stream: no viewer %q is connected (see Viewers): %w", id, ErrNoViewer)
+		return fmt.Errorf("stream: no viewer %s is connected (see Viewers): %w", wire.Quote(id), ErrNoViewer)
 	case v.viewOnly:
 		s.mu.Unlock()
 		return fmt.Errorf("stream: viewer %s joined with a view-only link and can never take control", id)
@@ -373,7 +374,7 @@ func (s *Server) SetRecording(state string) error {
 	switch state {
 	case "", "recording", "paused":
 	default:
-		return fmt.Errorf("stream: recording state %q: use recording, paused or empty", state)
+		return fmt.Errorf("stream: recording state %s: use recording, paused or empty", wire.Quote(state))
 	}
 	s.mu.Lock()
 	changed := s.rec != state

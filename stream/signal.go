@@ -15,6 +15,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Signalling limits.
@@ -358,7 +360,7 @@ func (v *viewer) onControl(m clientMsg) {
 		s.actMu.Unlock()
 	case "grant", "revoke", "policy":
 		if v.role != RoleOperator {
-			v.sendError(CodeForbidden, "control %q is for operators; your link has role %s", m.Op, v.role)
+			v.sendError(CodeForbidden, "control %s is for operators; your link has role %s", wire.Quote(m.Op), v.role)
 			return
 		}
 		var err error
