@@ -16,6 +16,7 @@ import (
 	"image"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,6 +109,9 @@ type Config struct {
 	History int
 	// Viewers, if set, is exported as the gauge deskenv_viewers.
 	Viewers func() int
+	// Isolation, if set, is /health's "isolation" detail: whether the
+	// session runs as a user of its own, and if not why (cmd says).
+	Isolation any
 }
 
 // Control is the control plane of one desktop.
@@ -286,7 +290,8 @@ func New(cfg Config) (*Control, error) {
 				return nil, fmt.Errorf("home baseline: %w", err)
 			}
 			if dir == "" {
-				c.tmpBase = base.Dir()
+				// The temporary directory the baseline sits in.
+				c.tmpBase = filepath.Dir(base.Dir())
 			}
 			c.desk.home = base
 			c.log.Info("home baseline taken", "home", cfg.Home, "baseline", base.Dir(), "files", st.Files, "dirs", st.Dirs,

@@ -160,7 +160,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 				session[c] = true
 			}
 		}
-		for _, p := range desktopProcesses(r.d.Name(), nil) {
+		for _, p := range desktopProcesses(r.d.Name(), -1, nil) {
 			if !session[p] {
 				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
 				t.Errorf("round %d: process %d (%q) outside the session survived the reset", round, p, cmd)

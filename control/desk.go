@@ -199,7 +199,11 @@ func (k *desk) kill(ctx context.Context, st *CleanStats) error {
 		// On a display someone else runs, only what we started goes.
 		mine = descendants(self)
 	}
-	for _, pid := range desktopProcesses(k.d.Name(), skip) {
+	sessionUID := -1
+	if c := k.d.Credential(); c != nil {
+		sessionUID = int(c.Uid)
+	}
+	for _, pid := range desktopProcesses(k.d.Name(), sessionUID, skip) {
 		if mine != nil && !mine[pid] {
 			continue
 		}

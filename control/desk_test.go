@@ -177,7 +177,7 @@ func TestDesktopProcessesScope(t *testing.T) {
 	mine := spawnDetached(t, d, "sleep", "300")
 	theirs := spawnDetached(t, other, "sleep", "300")
 	got := map[int]bool{}
-	for _, p := range desktopProcesses(d.Name(), nil) {
+	for _, p := range desktopProcesses(d.Name(), -1, nil) {
 		got[p] = true
 	}
 	if !got[mine.Process.Pid] {

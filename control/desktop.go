@@ -333,18 +333,27 @@ func classKey(ws []Window) string {
 	return strings.Join(keys, ",")
 }
 
-// desktopProcesses are the processes of the current user that run on display
-// name (their environment says DISPLAY=name), other than this process and
-// the ones in skip. That finds what a session or a task started even after it
-// detached itself (double fork, setsid), which a process-group kill misses.
-func desktopProcesses(name string, skip map[int]bool) []int {
+// desktopProcesses are the processes of the session that run on display
+// name, other than this process and the ones in skip. That finds what a
+// session or a task started even after it detached itself (double fork,
+// setsid), which a process-group kill misses.
+//
+// When the session runs as a user of its own (sessionUID, not this
+// process's), that user is the desktop's alone, and every process of it is
+// the session's: no environment needs reading (it may not be readable, and
+// a program could drop DISPLAY from its own). Otherwise they are this
+// user's processes whose environment says DISPLAY=name.
+func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
 	uid := os.Getuid()
+	byUID := sessionUID >= 0 && sessionUID != uid
+	if byUID {
+		uid = sessionUID
+	}
 	self := os.Getpid()
-	want := [][]byte{[]byte("DISPLAY=" + name + "\x00"), []byte("DISPLAY=" + name + ".0\x00")}
 	var out []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -359,18 +368,35 @@ func desktopProcesses(name string, skip map[int]bool) []int {
 			continue
 		}
 		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if byUID {
+			// Unreadable (no CAP_SYS_PTRACE), no DISPLAY, or this display:
+			// the session's. Only a process that names another display is
+			// left, for a second deskenv that shares the user (a
+			// misconfiguration, but not one to punish with kills).
+			if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00DISPLAY=")) || hasDisplay(env, name) {
+				out = append(out, pid)
+			}
+			continue
+		}
 		if err != nil || len(env) == 0 {
 			continue // a zombie, or gone
 		}
-		env = append([]byte{0}, env...)
-		for _, w := range want {
-			if bytes.Contains(env, append([]byte{0}, w...)) {
-				out = append(out, pid)
-				break
-			}
+		if hasDisplay(env, name) {
+			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// hasDisplay reports whether a /proc/PID/environ says DISPLAY=name.
+func hasDisplay(env []byte, name string) bool {
+	env = append([]byte{0}, env...)
+	for _, w := range []string{"DISPLAY=" + name + "\x00", "DISPLAY=" + name + ".0\x00"} {
+		if bytes.Contains(env, append([]byte{0}, w...)) {
+			return true
+		}
+	}
+	return false
 }
 
 // descendants are all processes below pid in the process tree.

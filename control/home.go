@@ -26,8 +26,10 @@ import (
 // Limits: regular files, directories and symbolic links are kept; sockets,
 // FIFOs and device files are skipped (counted in SnapshotStats). Hard links
 // within home become separate copies. Extended attributes and ACLs are not
-// kept. Ownership is kept only when running as root. Home must not contain the
-// baseline directory.
+// kept. Ownership is kept when running as root or with CAP_CHOWN. Home must
+// not contain the baseline directory. A baseline made in a temporary
+// directory sits inside a 0700 directory of this process's user, out of the
+// session user's reach.
 type Baseline struct {
 	home, dir string
 	// seen is the (inode, ctime) of every home entry as the baseline left
@@ -89,11 +91,15 @@ func NewBaseline(ctx context.Context, home, dir string) (*Baseline, SnapshotStat
 		return nil, st, fmt.Errorf("home %q is not a directory: the baseline is a copy of the desktop user's home", home)
 	}
 	if dir == "" {
-		dir, err = os.MkdirTemp("", "deskenv-baseline-")
+		// The copy keeps home's owner and mode, so it would be the
+		// session user's to read and change (and a change would come back
+		// on every reset): it goes inside a directory of this process's
+		// own, 0700, which the session cannot enter.
+		parent, err := os.MkdirTemp("", "deskenv-baseline-")
 		if err != nil {
 			return nil, st, fmt.Errorf("create a baseline directory: %w", err)
 		}
-		os.Remove(dir) // copyTree creates it with home's mode
+		dir = filepath.Join(parent, "home") // copyTree creates it with home's mode
 	}
 	dir, err = filepath.Abs(dir)
 	if err != nil {
@@ -401,8 +407,12 @@ func makeWritable(p string) {
 	}
 }
 
+// chownIfRoot gives p the owner the baseline recorded. That takes root or
+// CAP_CHOWN (the image's deskenv has it, to keep the session user's home
+// the session user's); without either a chown to another user fails and is
+// ignored, and a chown to oneself changes nothing.
 func chownIfRoot(p string, e entryInfo, link bool) {
-	if os.Geteuid() != 0 || e.uid < 0 {
+	if e.uid < 0 {
 		return
 	}
 	if link {

@@ -165,7 +165,7 @@ func TestBaselineUntouchedCostsNoWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(b.Dir()) })
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(b.Dir())) })
 	rs, err := b.Restore(ctx)
 	if err != nil {
 		t.Fatal(err)
