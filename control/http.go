@@ -313,11 +313,16 @@ func (c *Control) openAPI(w http.ResponseWriter, r *http.Request) {
 func (c *Control) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	body := map[string]any{"status": "healthy"}
+	if c.cfg.Isolation != nil {
+		body["isolation"] = c.cfg.Isolation
+	}
 	if err := c.cfg.Display.Health(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "error": err.Error()})
+		body["status"], body["error"] = "unhealthy", err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "healthy"})
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (c *Control) oeMetadata(w http.ResponseWriter, r *http.Request) {
