@@ -6,7 +6,7 @@ BIN     := bin/deskenv
 ARGS    ?=
 NPM_DIRS := e2e/mcp-ts e2e/browser e2e/record
 
-.PHONY: run build test deps deps-test npm vet bench clean
+.PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean
 
 run: deps build
 	./$(BIN) $(ARGS)
@@ -40,6 +40,17 @@ vet:
 
 test: deps-test npm vet
 	$(GO) test -count=1 -timeout 30m ./...
+
+# Every go test -fuzz target (the FuzzXxx of each fuzz_test.go) for FUZZTIME
+# each, one after the other; `make test` already replays their seed corpora.
+# fuzz-short is the few seconds each that CI gives them (docs/FUZZING.md).
+FUZZTIME ?= 2m
+
+fuzz: deps-test
+	./scripts/fuzz.sh $(FUZZTIME)
+
+fuzz-short: deps-test
+	./scripts/fuzz.sh 5s
 
 bench: deps-test npm build
 	$(GO) run ./cmd/deskbench all

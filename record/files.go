@@ -31,6 +31,9 @@ const (
 	StatusRecording  = "recording"
 	StatusComplete   = "complete"
 	StatusIncomplete = "incomplete"
+	// StatusInterrupted: the recording is whole, but the episode could not
+	// go on (the X server restarted under it); Outcome.Interrupted says why.
+	StatusInterrupted = "interrupted"
 )
 
 // Meta is episode.json.
@@ -45,6 +48,7 @@ type Meta struct {
 	Model  Size      `json:"model"`
 	Clock  Clock     `json:"clock"`
 	// Status is recording while the recorder runs, complete once stopped,
+	// interrupted when the episode was cut short under the recording,
 	// incomplete when the recorder died before stopping (Open says so, and
 	// Repair writes it).
 	Status    string     `json:"status"`
@@ -93,6 +97,9 @@ type Outcome struct {
 	Done    bool     `json:"done"`
 	Success *bool    `json:"success,omitempty"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Interrupted says why the episode was cut short, if it was; such an
+	// episode is not done (truncated, not terminated) and unscored.
+	Interrupted string `json:"interrupted,omitempty"`
 }
 
 // Pause is one privacy pause.
@@ -374,11 +381,20 @@ func Repair(dir string) (bool, error) {
 		}
 	}
 	m := rec.Meta
+	// The times come from files a crash, or a person, may have damaged: an
+	// event ending later than any episode lasts (1e308 s, whose sum is +Inf)
+	// or an end past year 9999 would make episode.json unwritable and the
+	// episode unrepairable, so they are left out of the end time.
 	last := 0.0
 	for _, ev := range rec.Events {
-		last = max(last, ev.End())
+		if e := ev.End(); e > last && e <= maxEpisodeSeconds {
+			last = e
+		}
 	}
 	end := m.Clock.Wall.Add(time.Duration(last * float64(time.Second)))
+	if end.Year() > 9999 {
+		end, last = m.Clock.Wall, 0
+	}
 	m.EndedAt, m.DurationS = &end, last
 	m.Counts.Events, m.Counts.Steps, m.Counts.Shots, m.Counts.Frames = len(rec.Events), len(rec.Steps), len(rec.Shots), len(rec.Frames)
 	segs := map[int]bool{}
@@ -395,6 +411,9 @@ func Repair(dir string) (bool, error) {
 	os.Remove(filepath.Join(dir, lockFile))
 	return true, nil
 }
+
+// maxEpisodeSeconds bounds the end time Repair believes: a year.
+const maxEpisodeSeconds = 366 * 24 * 60 * 60
 
 func cutTornLine(path string) error {
 	b, err := os.ReadFile(path)
