@@ -74,7 +74,9 @@ func bashSpec(cfg *BashTrait) traitSpec {
 		run: func(ctx context.Context, a traitArgs) (traitResult, error) {
 			timeout := b.Timeout
 			if n, ok := a.num("timeout"); ok {
-				if n < 1 || time.Duration(n)*time.Second > b.MaxTimeout {
+				// Compared in seconds: n*time.Second overflows past 292 years
+				// and would wrap to a negative timeout.
+				if n < 1 || n > int64(b.MaxTimeout/time.Second) {
 					return traitResult{}, fmt.Errorf("bash: timeout %d s is out of range: 1 to %d", n, int(b.MaxTimeout/time.Second))
 				}
 				timeout = time.Duration(n) * time.Second

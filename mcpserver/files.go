@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"unicode/utf8"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // FilesTrait configures read_file, write_file and list_files. Every path is
@@ -97,13 +100,13 @@ func (f FilesTrait) local(tool, p string, dflt bool) (string, error) {
 	case filepath.IsAbs(p):
 		rel, err := filepath.Rel(f.Home, p)
 		if err != nil || !filepath.IsLocal(rel) {
-			return "", fmt.Errorf("%s: %q is outside the home directory %s; files can only reach inside it", tool, p, f.Home)
+			return "", fmt.Errorf("%s: %s is outside the home directory %s; files can only reach inside it", tool, wire.Quote(p), f.Home)
 		}
 		p = rel
 	}
 	p = filepath.Clean(p)
 	if !filepath.IsLocal(p) {
-		return "", fmt.Errorf("%s: %q leads outside the home directory %s; files can only reach inside it", tool, p, f.Home)
+		return "", fmt.Errorf("%s: %s leads outside the home directory %s; files can only reach inside it", tool, wire.Quote(p), f.Home)
 	}
 	return p, nil
 }
@@ -129,61 +132,94 @@ func (f FilesTrait) explain(tool, p string, err error) error {
 	var pe *fs.PathError
 	switch {
 	case strings.Contains(err.Error(), "path escapes from parent"):
-		return fmt.Errorf("%s: %q leads outside the home directory %s (through a symlink); files can only reach inside it", tool, p, f.Home)
+		return fmt.Errorf("%s: %s leads outside the home directory %s (through a symlink); files can only reach inside it", tool, wire.Quote(p), f.Home)
+	case errors.Is(err, syscall.ENXIO):
+		// O_NONBLOCK|O_WRONLY on a FIFO without a reader, or any open of a
+		// socket.
+		return fmt.Errorf("%s: %s is not a regular file (a FIFO or socket); files reads and writes regular files only", tool, wire.Quote(p))
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("%s: %q does not exist", tool, p)
+		return fmt.Errorf("%s: %s does not exist", tool, wire.Quote(p))
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: %q: permission denied", tool, p)
+		return fmt.Errorf("%s: %s: permission denied", tool, wire.Quote(p))
 	case errors.As(err, &pe):
-		return fmt.Errorf("%s: %q: %w", tool, p, pe.Err)
+		return fmt.Errorf("%s: %s: %w", tool, wire.Quote(p), pe.Err)
 	}
-	return fmt.Errorf("%s: %q: %w", tool, p, err)
+	return fmt.Errorf("%s: %s: %w", tool, wire.Quote(p), err)
 }
 
-func (f FilesTrait) read(_ context.Context, a traitArgs) (traitResult, error) {
+// ioChunk is how much a read or write moves between checks of the call's
+// context.
+const ioChunk = 64 << 10
+
+// openRegular opens rel inside root without blocking and refuses anything
+// but a regular file (or, with dirOK, a directory). A plain open(2) of a
+// FIFO waits for the other end, forever if the session planted it and
+// nobody writes, pinning a thread per call; O_NONBLOCK returns at once (or
+// ENXIO for a FIFO opened to write with no reader, or a socket), and fstat
+// on the open file, not a stat of the path before it, says what it is.
+func (f FilesTrait) openRegular(tool, p string, root *os.Root, rel string, flag int, perm fs.FileMode, dirOK bool) (*os.File, fs.FileInfo, error) {
+	file, err := root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, nil, f.explain(tool, p, err)
+	}
+	st, err := file.Stat()
+	if err != nil {
+		file.Close()
+		return nil, nil, f.explain(tool, p, err)
+	}
+	switch {
+	case st.Mode().IsRegular(), dirOK && st.IsDir():
+		return file, st, nil
+	case st.IsDir():
+		file.Close()
+		return nil, nil, fmt.Errorf("%s: %s is a directory; list it with list_files", tool, wire.Quote(p))
+	}
+	file.Close()
+	return nil, nil, fmt.Errorf("%s: %s is not a regular file (%s); files reads and writes regular files only", tool, wire.Quote(p), st.Mode().Type())
+}
+
+func (f FilesTrait) read(ctx context.Context, a traitArgs) (traitResult, error) {
 	const tool = "read_file"
 	p := a.str("path")
+	if err := ctx.Err(); err != nil {
+		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+	}
 	root, rel, err := f.resolve(tool, p, false)
 	if err != nil {
 		return traitResult{}, err
 	}
 	defer root.Close()
-	file, err := root.Open(rel)
+	file, st, err := f.openRegular(tool, p, root, rel, os.O_RDONLY, 0, false)
 	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return traitResult{}, err
 	}
 	defer file.Close()
-	st, err := file.Stat()
-	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
-	}
-	if st.IsDir() {
-		return traitResult{}, fmt.Errorf("%s: %q is a directory; list it with list_files", tool, p)
-	}
-	if !st.Mode().IsRegular() {
-		return traitResult{}, fmt.Errorf("%s: %q is not a regular file (%s)", tool, p, st.Mode().Type())
-	}
 	if st.Size() > int64(f.MaxReadBytes) {
-		return traitResult{}, fmt.Errorf("%s: %q is %d bytes, more than the %d read_file returns; read part of it with bash (head, tail, grep) if that is enabled", tool, p, st.Size(), f.MaxReadBytes)
+		return traitResult{}, fmt.Errorf("%s: %s is %d bytes, more than the %d read_file returns; read part of it with bash (head, tail, grep) if that is enabled", tool, wire.Quote(p), st.Size(), f.MaxReadBytes)
 	}
 	// The file may grow between Stat and the read: read one byte past the
-	// cap to notice.
-	data, err := io.ReadAll(io.LimitReader(file, int64(f.MaxReadBytes)+1))
-	if err != nil {
+	// cap to notice. Read in chunks, to stop when the call is cancelled.
+	var buf bytes.Buffer
+	buf.Grow(int(st.Size()) + 1)
+	if _, err := buf.ReadFrom(ctxReader{ctx, io.LimitReader(file, int64(f.MaxReadBytes)+1)}); err != nil {
 		return traitResult{}, f.explain(tool, p, err)
 	}
+	data := buf.Bytes()
 	if len(data) > f.MaxReadBytes {
-		return traitResult{}, fmt.Errorf("%s: %q grew past %d bytes while it was read", tool, p, f.MaxReadBytes)
+		return traitResult{}, fmt.Errorf("%s: %s grew past %d bytes while it was read", tool, wire.Quote(p), f.MaxReadBytes)
 	}
 	if !utf8.Valid(data) {
-		return traitResult{}, fmt.Errorf("%s: %q is not UTF-8 text (%d bytes of binary data)", tool, p, len(data))
+		return traitResult{}, fmt.Errorf("%s: %s is not UTF-8 text (%d bytes of binary data)", tool, wire.Quote(p), len(data))
 	}
 	return traitResult{value: string(data), text: string(data)}, nil
 }
 
-func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
+func (f FilesTrait) write(ctx context.Context, a traitArgs) (traitResult, error) {
 	const tool = "write_file"
 	p, text := a.str("path"), a.str("text")
+	if err := ctx.Err(); err != nil {
+		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+	}
 	if len(text) > f.MaxWriteBytes {
 		return traitResult{}, fmt.Errorf("%s: the text is %d bytes, more than the %d one call writes; write it in parts with append=true", tool, len(text), f.MaxWriteBytes)
 	}
@@ -193,24 +229,26 @@ func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
 	}
 	defer root.Close()
 	if rel == "." {
-		return traitResult{}, fmt.Errorf("%s: %q is the home directory itself; name a file in it", tool, p)
+		return traitResult{}, fmt.Errorf("%s: %s is the home directory itself; name a file in it", tool, wire.Quote(p))
 	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return traitResult{}, f.explain(tool, p, err)
 		}
 	}
-	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	// No O_TRUNC: what is there is truncated only once fstat has said it
+	// is a regular file.
+	flags := os.O_WRONLY | os.O_CREATE
 	verb := "wrote"
 	if a.flag("append") {
-		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
+		flags |= os.O_APPEND
 		verb = "appended"
 	}
-	file, err := root.OpenFile(rel, flags, 0o644)
+	file, _, err := f.openRegular(tool, p, root, rel, flags, 0o644, false)
 	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return traitResult{}, err
 	}
-	n, err := io.WriteString(file, text)
+	n, err := writeCtx(ctx, file, text, !a.flag("append"))
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
@@ -221,19 +259,52 @@ func (f FilesTrait) write(_ context.Context, a traitArgs) (traitResult, error) {
 	return traitResult{value: int64(n), text: fmt.Sprintf("%s %d bytes to %s", verb, n, filepath.Join(f.Home, rel))}, nil
 }
 
-func (f FilesTrait) list(_ context.Context, a traitArgs) (traitResult, error) {
+// writeCtx truncates file (when replacing) and writes text to it in chunks,
+// stopping when ctx is done.
+func writeCtx(ctx context.Context, file *os.File, text string, truncate bool) (int, error) {
+	if truncate {
+		if err := file.Truncate(0); err != nil {
+			return 0, err
+		}
+	}
+	n, err := io.Copy(file, ctxReader{ctx, strings.NewReader(text)})
+	return int(n), err
+}
+
+// ctxReader reads at most ioChunk bytes a call from r, and fails once ctx is
+// done: a long read or write of a file stops between chunks when its call is
+// cancelled.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p[:min(len(p), ioChunk)])
+}
+
+func (f FilesTrait) list(ctx context.Context, a traitArgs) (traitResult, error) {
 	const tool = "list_files"
 	p := a.str("path")
+	if err := ctx.Err(); err != nil {
+		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+	}
 	root, rel, err := f.resolve(tool, p, true)
 	if err != nil {
 		return traitResult{}, err
 	}
 	defer root.Close()
-	dir, err := root.Open(rel)
+	dir, st, err := f.openRegular(tool, p, root, rel, os.O_RDONLY, 0, true)
 	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return traitResult{}, err
 	}
 	defer dir.Close()
+	if !st.IsDir() {
+		return traitResult{}, fmt.Errorf("%s: %s is a file, not a directory; read it with read_file", tool, wire.Quote(p))
+	}
 	entries, err := dir.ReadDir(-1)
 	if err != nil {
 		return traitResult{}, f.explain(tool, p, err)

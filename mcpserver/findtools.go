@@ -11,6 +11,8 @@ import (
 	"unicode"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // findToolsTool searches the other tools, so a client can start with a
@@ -189,7 +191,7 @@ type unknownToolError struct {
 }
 
 func (e unknownToolError) Error() string {
-	return fmt.Sprintf("there is no tool %q; the tools are %s", e.name, strings.Join(e.tools, ", "))
+	return fmt.Sprintf("there is no tool %s; the tools are %s", wire.Quote(e.name), strings.Join(e.tools, ", "))
 }
 
 func (e unknownToolError) Is(target error) bool { return target == ErrUnknownTool }
