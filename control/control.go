@@ -27,6 +27,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/internal/wire"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -453,14 +454,14 @@ func (c *Control) Task(id string) (*task.Task, error) {
 
 func (c *Control) unknownTask(id string) error {
 	if len(c.taskIDs) == 0 {
-		return fmt.Errorf("%w %q: no tasks are loaded (start deskenv with --tasks DIR)", ErrUnknownTask, id)
+		return fmt.Errorf("%w %s: no tasks are loaded (start deskenv with --tasks DIR)", ErrUnknownTask, wire.Quote(id))
 	}
 	list := c.taskIDs
 	more := ""
 	if len(list) > 20 {
 		list, more = list[:20], fmt.Sprintf(" and %d more", len(c.taskIDs)-20)
 	}
-	return fmt.Errorf("%w %q: known tasks are %s%s", ErrUnknownTask, id, strings.Join(list, ", "), more)
+	return fmt.Errorf("%w %s: known tasks are %s%s", ErrUnknownTask, wire.Quote(id), strings.Join(list, ", "), more)
 }
 
 // Reset ends the running episode (scoring it), puts the desktop back into
@@ -470,15 +471,18 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if c.cfg.Mode != ModeSim {
 		return nil, fmt.Errorf("reset is %w: deskenv runs with --mode prod, where nobody may reset the desktop; run with --mode sim", ErrProdMode)
 	}
+	if err := checkID("task_id", req.TaskID); err != nil {
+		return nil, err
+	}
+	if err := checkID("episode_id", req.EpisodeID); err != nil {
+		return nil, err
+	}
 	var t *task.Task
 	if req.TaskID != "" {
 		var err error
 		if t, err = c.Task(req.TaskID); err != nil {
 			return nil, err
 		}
-	}
-	if len(req.EpisodeID) > 255 {
-		return nil, fmt.Errorf("episode_id is %d characters long: at most 255", len(req.EpisodeID))
 	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
@@ -647,7 +651,7 @@ func (c *Control) endLocked(ctx context.Context, id, reason string) (*Episode, e
 				return &ep, nil
 			}
 		}
-		return nil, fmt.Errorf("%w %q: it is neither running nor in the history", ErrUnknownEpisode, id)
+		return nil, fmt.Errorf("%w %s: it is neither running nor in the history", ErrUnknownEpisode, wire.Quote(id))
 	}
 	c.mu.Unlock()
 
@@ -756,7 +760,7 @@ func (c *Control) Episode(id string) (*Episode, error) {
 			return &ep, nil
 		}
 	}
-	return nil, fmt.Errorf("%w %q: it is neither running nor among the last %d episodes", ErrUnknownEpisode, id, c.cfg.History)
+	return nil, fmt.Errorf("%w %s: it is neither running nor among the last %d episodes", ErrUnknownEpisode, wire.Quote(id), c.cfg.History)
 }
 
 // Close ends the running episode, stops counting and removes a temporary

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 //go:embed openapi.json
@@ -125,6 +127,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrBadInput):
+		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownEpisode), errors.Is(err, ErrProdMode):
 		return http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
@@ -146,10 +150,15 @@ func (c *Control) apiReset(w http.ResponseWriter, r *http.Request) {
 	}
 	var req ResetRequest
 	if len(bytes.TrimSpace(body)) > 0 {
+		if err := wire.CheckJSON(body); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v", err))
+			return
+		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v (fields: task_id string, seed integer >= 0, episode_id string; all optional)", err))
+			// The decoder's message may quote an unknown field whole.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %s (fields: task_id string, seed integer >= 0, episode_id string; all optional)", wire.Prefix(err.Error(), 200)))
 			return
 		}
 	}
@@ -239,6 +248,10 @@ func (c *Control) apiTasks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiTask(w http.ResponseWriter, r *http.Request) {
+	if err := checkID("task id", r.PathValue("id")); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
 	t, err := c.Task(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err.Error())
@@ -254,7 +267,7 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: use a number >= 0 (0: all)", s))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %s: use a number >= 0 (0: all)", wire.Quote(s)))
 			return
 		}
 		limit = n
@@ -267,8 +280,12 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
-	c.drainBus(r.Context()) // step counts include the action just taken
 	id := r.PathValue("id")
+	if err := checkID("episode id", id); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	c.drainBus(r.Context()) // step counts include the action just taken
 	if id == "current" {
 		if ep := c.Current(); ep != nil {
 			writeJSON(w, http.StatusOK, ep)
@@ -287,6 +304,10 @@ func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
 
 func (c *Control) apiEnd(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if err := checkID("episode id", id); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
 	if id == "current" {
 		id = ""
 	}
@@ -508,7 +529,7 @@ func (c *Control) step(ctx context.Context, a oeAction) (oeResult, error) {
 func (c *Control) callTool(ctx context.Context, name string, args json.RawMessage) oeCallTool {
 	obs := oeCallTool{ToolName: name}
 	if reservedTools[name] {
-		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%q is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", name)}
+		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%s is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", wire.Quote(name))}
 		return obs
 	}
 	res, err := c.cfg.Tools.CallTool(ctx, name, args)

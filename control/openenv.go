@@ -8,6 +8,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // This file holds the wire shapes of OpenEnv's environment server, so its
@@ -63,6 +65,10 @@ func loc(prefix []any, names ...any) []any {
 	return append(out, names...)
 }
 
+// maxToolName bounds a tool_name: MCP names tools in at most 128
+// characters, and the name is echoed in the observation.
+const maxToolName = 128
+
 // oeAction is a decoded OpenEnv MCP action: list_tools or call_tool.
 type oeAction struct {
 	Type      string          // "list_tools" or "call_tool"
@@ -110,6 +116,8 @@ func parseOEAction(v any, at []any) (oeAction, ValidationError) {
 			errs = append(errs, FieldError{Type: "missing", Loc: loc(at, "tool_name"), Msg: "Field required", Input: m})
 		case !ok:
 			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "tool_name"), Msg: "Input should be a valid string", Input: name})
+		case len(s) > maxToolName:
+			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "tool_name"), Msg: fmt.Sprintf("String should have at most %d characters", maxToolName), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": maxToolName}})
 		default:
 			a.ToolName = s
 		}
@@ -148,9 +156,12 @@ func parseOEReset(raw json.RawMessage, at []any) (oeReset, ValidationError) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return r, nil
 	}
+	if verr := checkText(raw, at); verr != nil {
+		return r, verr
+	}
 	m, ok := object(raw)
 	if !ok {
-		return r, ValidationError{{Type: "model_attributes_type", Loc: at, Msg: "Input should be a valid dictionary or object to extract fields from", Input: string(raw)}}
+		return r, ValidationError{{Type: "model_attributes_type", Loc: at, Msg: "Input should be a valid dictionary or object to extract fields from", Input: wire.Prefix(string(raw), wire.QuoteBytes)}}
 	}
 	return parseOEResetMap(m, at)
 }
@@ -176,21 +187,38 @@ func parseOEResetMap(m map[string]any, at []any) (oeReset, ValidationError) {
 		case !ok:
 			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "episode_id"), Msg: "Input should be a valid string", Input: v})
 		case len([]rune(s)) > 255:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "episode_id"), Msg: "String should have at most 255 characters", Input: s, Ctx: map[string]any{"max_length": 255}})
+			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "episode_id"), Msg: "String should have at most 255 characters", Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}})
 		default:
 			r.EpisodeID = s
 		}
 	}
 	if v, present := m["task_id"]; present && v != nil {
 		s, ok := v.(string)
-		if !ok {
+		switch {
+		case !ok:
 			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "task_id"), Msg: "Input should be a valid string", Input: v})
-		} else {
+		case len(s) > maxIDBytes:
+			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "task_id"), Msg: fmt.Sprintf("String should have at most %d characters", maxIDBytes), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": maxIDBytes}})
+		default:
 			r.TaskID = s
 		}
 	}
 	return r, errs
 }
+
+// checkText refuses a message whose JSON text is not valid UTF-8 or holds an
+// unpaired surrogate escape, before decoding turns either into U+FFFD: text
+// typed or put on the clipboard must be what the client sent.
+func checkText(raw []byte, at []any) ValidationError {
+	if err := wire.CheckJSON(raw); err != nil {
+		return ValidationError{{Type: "unicode_error", Loc: at, Msg: "Input should be valid UTF-8: " + err.Error(), Input: nil}}
+	}
+	return nil
+}
+
+// maxStepTimeoutS bounds timeout_s: a step's longest action takes 100 s,
+// and an unbounded float would overflow the Duration it becomes.
+const maxStepTimeoutS = 3600
 
 // oeStep is OpenEnv's StepRequest: action (required), timeout_s (> 0),
 // request_id (at most 255 characters); extra fields allowed and ignored.
@@ -202,9 +230,12 @@ type oeStep struct {
 
 func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 	var s oeStep
+	if verr := checkText(raw, []any{"body"}); verr != nil {
+		return s, verr
+	}
 	m, ok := object(raw)
 	if !ok {
-		var in any = string(raw)
+		var in any = wire.Prefix(string(raw), wire.QuoteBytes)
 		if len(bytes.TrimSpace(raw)) == 0 {
 			return s, ValidationError{{Type: "missing", Loc: []any{"body"}, Msg: "Field required", Input: nil}}
 		}
@@ -228,6 +259,8 @@ func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 			errs = append(errs, FieldError{Type: "float_type", Loc: []any{"body", "timeout_s"}, Msg: "Input should be a valid number", Input: v})
 		case f <= 0:
 			errs = append(errs, FieldError{Type: "greater_than", Loc: []any{"body", "timeout_s"}, Msg: "Input should be greater than 0", Input: f, Ctx: map[string]any{"gt": 0}})
+		case f > maxStepTimeoutS:
+			errs = append(errs, FieldError{Type: "less_than_equal", Loc: []any{"body", "timeout_s"}, Msg: fmt.Sprintf("Input should be less than or equal to %d", maxStepTimeoutS), Input: f, Ctx: map[string]any{"le": maxStepTimeoutS}})
 		default:
 			s.TimeoutS = f
 		}
@@ -238,7 +271,7 @@ func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 		case !ok:
 			errs = append(errs, FieldError{Type: "string_type", Loc: []any{"body", "request_id"}, Msg: "Input should be a valid string", Input: v})
 		case len([]rune(str)) > 255:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: []any{"body", "request_id"}, Msg: "String should have at most 255 characters", Input: str, Ctx: map[string]any{"max_length": 255}})
+			errs = append(errs, FieldError{Type: "string_too_long", Loc: []any{"body", "request_id"}, Msg: "String should have at most 255 characters", Input: wire.Prefix(str, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}})
 		default:
 			s.RequestID = str
 		}

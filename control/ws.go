@@ -140,6 +140,9 @@ func validationMsg(errs ValidationError) wsMsg {
 // handle answers one message; done ends the session.
 func (s *wsSession) handle(ctx context.Context, raw []byte) (wsMsg, bool) {
 	c := s.c
+	if errs := checkText(raw, nil); errs != nil {
+		return validationMsg(errs), false
+	}
 	m, ok := object(raw)
 	if !ok {
 		if json.Valid(raw) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Options configure a Recorder. The zero value records with the defaults.
@@ -266,10 +267,13 @@ func (r *Recorder) start(ctx context.Context, info EpisodeInfo) (*Episode, error
 	switch info.Source {
 	case "", "human", "agent", "mixed":
 	default:
-		return nil, invalidError(fmt.Sprintf("source %q is not known: use human, agent or mixed (or leave it out)", info.Source))
+		return nil, invalidError(fmt.Sprintf("source %s is not known: use human, agent or mixed (or leave it out)", wire.Quote(info.Source)))
 	}
 	if len(info.ID) > 255 {
-		return nil, invalidError(fmt.Sprintf("episode id is %d characters long: at most 255", len(info.ID)))
+		return nil, invalidError(fmt.Sprintf("episode id %s is %d bytes long: at most 255", wire.Quote(info.ID), len(info.ID)))
+	}
+	if len(info.TaskID) > 255 {
+		return nil, invalidError(fmt.Sprintf("task id %s is %d bytes long: at most 255", wire.Quote(info.TaskID), len(info.TaskID)))
 	}
 	if info.ID == "" {
 		info.ID = newID()
