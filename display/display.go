@@ -168,9 +168,9 @@ func Start(ctx context.Context, cfg Config) (*Display, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.auth = auth
+	d.auth, d.num = auth, -1
 	if err := d.startServer(ctx); err != nil {
-		auth.close(0)
+		auth.close(d.num)
 		return nil, err
 	}
 	d.log = d.log.With("display", d.name)
@@ -450,6 +450,9 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 		num = n
 	}
 	name := ":" + strconv.Itoa(num)
+	d.mu.Lock()
+	d.num = num // for Close to take the cookie back, even if the start fails
+	d.mu.Unlock()
 	if err := d.auth.publish(num); err != nil {
 		return fail(err)
 	}

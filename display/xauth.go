@@ -172,9 +172,10 @@ func (a *xauth) publish(num int) error {
 	return nil
 }
 
-// close forgets display num's cookie and removes the files.
+// close forgets display num's cookie (none when num < 0: the server never
+// got a number) and removes the files.
 func (a *xauth) close(num int) {
-	if num > 0 {
+	if num >= 0 {
 		processAuth.remove(strconv.Itoa(num))
 	}
 	os.RemoveAll(a.dir)
