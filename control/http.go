@@ -9,12 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/auth"
 )
 
 //go:embed openapi.json
@@ -31,24 +30,24 @@ const maxBody = 1 << 20
 // longest action (wait and hold_key take up to 100 s).
 const defaultStepTimeout = 120 * time.Second
 
-// Patterns are the paths Handler serves, for cmd to mount on its mux.
-func (c *Control) Patterns() []string {
-	return []string{"/api/", "/health", "/metadata", "/schema", "/state", "/reset", "/step", "/ws", "/openapi.json", "/metrics"}
-}
-
-// Handler serves the control plane: the native REST API under /api/, the
+// Routes are the control plane's routes, for cmd to register behind the
+// appliance's front door (auth.Door): the native REST API under /api/, the
 // OpenEnv face (/health, /metadata, /schema, /state, /reset, /step, /ws),
 // /openapi.json and /metrics. Everything but /health needs an operator
 // token; an agent's token gets 403. In prod mode reset, step, state and the
-// task endpoints answer 404 saying so.
-func (c *Control) Handler() http.Handler {
-	mux := http.NewServeMux()
+// task endpoints answer 404 saying so. The door checks tokens, origins and
+// body sizes; nothing here does.
+func (c *Control) Routes() []auth.Route {
+	var rs []auth.Route
 	op := func(pattern string, h http.HandlerFunc, simOnly bool) {
 		var handler http.Handler = h
 		if simOnly && c.cfg.Mode != ModeSim {
 			handler = http.HandlerFunc(c.prodOff)
 		}
-		mux.Handle(pattern, c.cfg.Auth.Require(RoleOperator)(sameOrigin(handler)))
+		// /ws is OpenEnv's websocket: browsers cannot set a header on it.
+		ws := strings.HasSuffix(pattern, " /ws")
+		rs = append(rs, auth.Route{Pattern: pattern, Handler: handler,
+			Policy: auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxBody, URLToken: ws, Stream: ws}})
 	}
 	// Native REST.
 	op("POST /api/reset", c.apiReset, true)
@@ -64,33 +63,23 @@ func (c *Control) Handler() http.Handler {
 	op("GET /metrics", c.metrics.ServeHTTP, false)
 
 	// OpenEnv.
-	mux.HandleFunc("GET /health", c.health)
+	rs = append(rs, auth.Route{Pattern: "GET /health", Policy: auth.Policy{Public: true}, Handler: http.HandlerFunc(c.health)})
 	op("GET /metadata", c.oeMetadata, false)
 	op("GET /schema", c.oeSchema, false)
 	op("GET /state", c.oeState, true)
 	op("POST /reset", c.oeReset, true)
 	op("POST /step", c.oeStep, true)
 	op("GET /ws", c.ws, false)
-	return mux
+	return rs
 }
 
-// sameOrigin refuses requests a web page on another origin sent: without
-// tokens (local mode) any page the user visits could otherwise reset the
-// desktop through their browser. Clients that are not browsers send no
-// Origin header.
-func sameOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		o := r.Header.Get("Origin")
-		writes := r.Method != http.MethodGet && r.Method != http.MethodHead
-		if o != "" && (writes || r.Header.Get("Upgrade") != "") {
-			u, err := url.Parse(o)
-			if err != nil || !strings.EqualFold(u.Host, r.Host) {
-				writeError(w, http.StatusForbidden, fmt.Sprintf("cross-origin request from %s refused: the control plane only answers its own origin and non-browser clients", o))
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+// Handler serves the control plane alone behind a door of its own, checking
+// the Config's tokens: for tests and for programs that embed the control
+// plane. The appliance registers Routes on its one door instead.
+func (c *Control) Handler() http.Handler {
+	d := auth.NewDoor(c.cfg.Auth, auth.Limits{})
+	d.Mount(c.Routes()...)
+	return d
 }
 
 func (c *Control) prodOff(w http.ResponseWriter, r *http.Request) {
@@ -127,8 +116,6 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, ErrBadInput):
-		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownEpisode), errors.Is(err, ErrProdMode):
 		return http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
@@ -150,15 +137,10 @@ func (c *Control) apiReset(w http.ResponseWriter, r *http.Request) {
 	}
 	var req ResetRequest
 	if len(bytes.TrimSpace(body)) > 0 {
-		if err := wire.CheckJSON(body); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v", err))
-			return
-		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			// The decoder's message may quote an unknown field whole.
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %s (fields: task_id string, seed integer >= 0, episode_id string; all optional)", wire.Prefix(err.Error(), 200)))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v (fields: task_id string, seed integer >= 0, episode_id string; all optional)", err))
 			return
 		}
 	}
@@ -248,10 +230,6 @@ func (c *Control) apiTasks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiTask(w http.ResponseWriter, r *http.Request) {
-	if err := checkID("task id", r.PathValue("id")); err != nil {
-		writeError(w, statusOf(err), err.Error())
-		return
-	}
 	t, err := c.Task(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err.Error())
@@ -267,7 +245,7 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %s: use a number >= 0 (0: all)", wire.Quote(s)))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: use a number >= 0 (0: all)", s))
 			return
 		}
 		limit = n
@@ -280,12 +258,8 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := checkID("episode id", id); err != nil {
-		writeError(w, statusOf(err), err.Error())
-		return
-	}
 	c.drainBus(r.Context()) // step counts include the action just taken
+	id := r.PathValue("id")
 	if id == "current" {
 		if ep := c.Current(); ep != nil {
 			writeJSON(w, http.StatusOK, ep)
@@ -304,10 +278,6 @@ func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
 
 func (c *Control) apiEnd(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := checkID("episode id", id); err != nil {
-		writeError(w, statusOf(err), err.Error())
-		return
-	}
 	if id == "current" {
 		id = ""
 	}
@@ -529,7 +499,7 @@ func (c *Control) step(ctx context.Context, a oeAction) (oeResult, error) {
 func (c *Control) callTool(ctx context.Context, name string, args json.RawMessage) oeCallTool {
 	obs := oeCallTool{ToolName: name}
 	if reservedTools[name] {
-		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%s is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", wire.Quote(name))}
+		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%q is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", name)}
 		return obs
 	}
 	res, err := c.cfg.Tools.CallTool(ctx, name, args)

@@ -7,18 +7,31 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/auth"
 )
 
-// Patterns are the paths Handler serves, for cmd to mount (behind the
-// operator role).
-func (r *Recorder) Patterns() []string { return []string{"/api/recording", "/api/recording/"} }
+// Routes are the recording API's routes, for cmd to register behind the
+// appliance's front door (auth.Door), for operators only. The door checks
+// tokens, origins and body sizes; nothing here does.
+func (r *Recorder) Routes() []auth.Route {
+	h := r.mux()
+	p := auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxBody}
+	return []auth.Route{{Pattern: "/api/recording", Policy: p, Handler: h}, {Pattern: "/api/recording/", Policy: p, Handler: h}}
+}
 
-// Handler serves the recording API:
+// Handler serves the recording API alone behind a door of its own without
+// tokens (local mode), which still refuses requests from other origins: for
+// tests and programs that embed the recorder.
+func (r *Recorder) Handler() http.Handler {
+	d := auth.NewDoor(nil, auth.Limits{})
+	d.Mount(r.Routes()...)
+	return d
+}
+
+// mux serves the recording API:
 //
 //	GET  /api/recording          Status
 //	POST /api/recording/start    {"episode_id","task_id","instruction","source"}, all optional
@@ -28,9 +41,8 @@ func (r *Recorder) Patterns() []string { return []string{"/api/recording", "/api
 //	                             episode first (Options.Finish); or give "reward", "done",
 //	                             "reasons" yourself
 //
-// Answers are JSON: the Status, or {"error": "..."}. Requests from another
-// origin are refused, as the control plane does.
-func (r *Recorder) Handler() http.Handler {
+// Answers are JSON: the Status, or {"error": "..."}.
+func (r *Recorder) mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/recording", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.Status())
@@ -46,7 +58,7 @@ func (r *Recorder) Handler() http.Handler {
 	mux.HandleFunc("/api/recording/", func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording or POST /api/recording/{start,pause,resume,stop}", req.Method, req.URL.Path))
 	})
-	return sameOrigin(mux)
+	return mux
 }
 
 const maxBody = 64 << 10
@@ -64,14 +76,10 @@ func decodeBody(req *http.Request, v any) error {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil
 	}
-	if err := wire.CheckJSON(body); err != nil {
-		return fmt.Errorf("the request body: %w", err)
-	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		// The decoder's message may quote an unknown field whole.
-		return fmt.Errorf("the request body must be a JSON object with the documented fields: %s", wire.Prefix(err.Error(), 200))
+		return fmt.Errorf("the request body must be a JSON object with the documented fields: %w", err)
 	}
 	return nil
 }
@@ -175,20 +183,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// writeError is the one JSON error every route answers (auth.WriteError).
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
-}
-
-// sameOrigin refuses writes a browser sends from another origin (CSRF).
-func sameOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && r.Method != http.MethodGet && r.Method != http.MethodHead {
-			u, err := url.Parse(o)
-			if err != nil || !strings.EqualFold(u.Host, r.Host) {
-				writeError(w, http.StatusForbidden, fmt.Sprintf("cross-origin request from %s refused: the recording API only answers its own origin and non-browser clients", o))
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
+	auth.WriteError(w, status, msg)
 }

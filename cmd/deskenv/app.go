@@ -13,6 +13,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
@@ -36,7 +37,7 @@ type app struct {
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
 	rec     *record.Recorder
-	auth    *control.Auth
+	auth    *auth.Auth
 	closers []func() error
 	started time.Time
 }
@@ -52,9 +53,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	}()
 	// Tokens and tasks are checked before anything starts, so a typo costs
 	// a second, not a desktop start-up.
-	a.auth, err = control.NewAuth(control.AuthConfig{
+	a.auth, err = auth.New(auth.Config{
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
-		Tokens: cfg.extraTokens,
 	})
 	if err != nil {
 		return nil, err
@@ -213,40 +213,40 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 func (a *app) hasTokens() bool { return !a.auth.Local() }
 
 // Handler is the one HTTP surface of the appliance (DESIGN.md, "One HTTP
-// server"): the page for viewers, MCP for agents, the stream's signalling, and
-// the control plane for operators.
+// server"): every route behind one front door.
 func (a *app) Handler() http.Handler {
-	mux := http.NewServeMux()
-	// The page itself is public code; what it connects to is not.
-	mux.Handle("/", web.Handler())
-	mux.Handle("/mcp", a.auth.Require(control.RoleAgent)(a.mcp.Handler()))
-	if a.stream != nil {
-		mux.Handle("/stream/signal", a.stream.SignalHandler(a.viewerRole))
-	}
-	ctl := a.control.Handler()
-	for _, p := range a.control.Patterns() {
-		mux.Handle(p, ctl)
-	}
-	// More specific than the control plane's /api/.
-	recording := a.auth.Require(control.RoleOperator)(a.rec.Handler())
-	for _, p := range a.rec.Patterns() {
-		mux.Handle(p, recording)
-	}
-	return mux
+	d := auth.NewDoor(a.auth, a.cfg.limits())
+	a.register(d)
+	return d
 }
 
-// viewerRole tells the stream who is connecting: operators (and everyone in
-// local mode) may take control; viewer tokens watch only; agents' tokens are
-// for MCP alone.
-func (a *app) viewerRole(r *http.Request) (role string, viewOnly bool, err error) {
-	role0, err := a.auth.RoleOf(r)
-	if err != nil {
-		return "", false, err
+// register puts the desktop's routes behind d: the page for viewers, MCP for
+// agents, the stream's signalling, and the control plane and recorder for
+// operators. The door checks tokens, origins and body sizes for all of them.
+func (a *app) register(d *auth.Door) {
+	// The page itself is public code; what it connects to is not. Its URL
+	// carries ?token=, which the page hands to the websocket.
+	d.Handle("/", auth.Policy{Public: true}, web.Handler())
+	// MCP's streamable HTTP: POST calls (a body up to the limit), a GET
+	// event stream and DELETE of a session; the token only in the header.
+	d.Handle("/mcp", auth.Policy{Roles: []auth.Role{auth.RoleAgent}, Stream: true}, a.mcp.Handler())
+	if a.stream != nil {
+		d.Handle("/stream/signal", auth.Policy{Roles: []auth.Role{auth.RoleViewer}, URLToken: true, Stream: true},
+			a.stream.SignalHandler(viewerRole))
 	}
-	switch role0 {
-	case control.RoleOperator, control.RoleLocal:
+	d.Mount(a.control.Routes()...)
+	// More specific than the control plane's /api/.
+	d.Mount(a.rec.Routes()...)
+}
+
+// viewerRole tells the stream who is connecting, from the role the door let
+// in: operators (and everyone in local mode) may take control; viewer tokens
+// watch only. The door already refused agents' tokens (MCP alone).
+func viewerRole(r *http.Request) (role string, viewOnly bool, err error) {
+	switch role0 := auth.RoleFrom(r.Context()); role0 {
+	case auth.RoleOperator, auth.RoleLocal:
 		return "operator", false, nil
-	case control.RoleViewer:
+	case auth.RoleViewer:
 		return "viewer", true, nil
 	default:
 		return "", false, fmt.Errorf("a %s token cannot watch the desktop: use a viewer or operator token", role0)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -19,6 +19,14 @@ import (
 // environment variables (a flag on the command line wins over the variable).
 type config struct {
 	Addr string
+
+	// the front door (auth.Door) and the HTTP server
+	ReadHeaderTimeout time.Duration
+	BodyReadTimeout   time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	MaxBody           int64
+	MaxConns          int
 
 	// display
 	Display   string
@@ -59,12 +67,16 @@ type config struct {
 
 	// Desktops > 1 is pool mode: that many independent desktops under /d/{i}/.
 	Desktops int
+	// PoolAgentToken lets a pool-wide agent token through (every desktop
+	// accepts it), which undoes per-lease tokens: refused without it.
+	PoolAgentToken bool
 
 	LogLevel  string
 	LogFormat string
 
-	// extraTokens are added by pool mode: each desktop's own agent token.
-	extraTokens []control.Token
+	// tokenFlags are the token flags given on the command line (not from
+	// the environment), which any local user can read in the process list.
+	tokenFlags []string
 	// tasks are --tasks once loaded: pool mode loads them once for all its
 	// desktops (and reports a bad file once, not once per desktop).
 	tasks       []*task.Task
@@ -90,7 +102,14 @@ func defaultConfig() config {
 		Episodes:    "",
 		Desktops:    1,
 		LogLevel:    "info",
-		LogFormat:   "text",
+
+		ReadHeaderTimeout: 10 * time.Second,
+		BodyReadTimeout:   30 * time.Second,
+		WriteTimeout:      5 * time.Minute,
+		IdleTimeout:       60 * time.Second,
+		MaxBody:           auth.DefaultBodyLimit,
+		MaxConns:          1024,
+		LogFormat:         "text",
 	}
 }
 
@@ -102,6 +121,12 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	dur := func(p *time.Duration, name, usage string) { fs.DurationVar(p, name, *p, usage+envNote(name)) }
 
 	str(&c.Addr, "addr", "HTTP listen address; empty means 127.0.0.1:8080 when no tokens are configured (local only), else :8080")
+	dur(&c.ReadHeaderTimeout, "read-header-timeout", "longest wait for a request's headers, including the first request of a new connection")
+	dur(&c.BodyReadTimeout, "body-read-timeout", "longest wait for a request body to arrive (0: none); lifted once it has, so websockets and long calls are not cut")
+	dur(&c.WriteTimeout, "write-timeout", "longest a request may take to be answered, except streams (MCP, websockets) (0: none)")
+	dur(&c.IdleTimeout, "idle-timeout", "close a keep-alive connection idle this long")
+	fs.Int64Var(&c.MaxBody, "max-body", c.MaxBody, "largest request body in bytes for /mcp (the control plane takes 1 MiB at most); larger ones get 413"+envNote("max-body"))
+	num(&c.MaxConns, "max-conns", "most HTTP connections open at once; more wait to be accepted")
 
 	str(&c.Display, "display", "attach to this existing X display (e.g. :0) instead of starting Xvfb")
 	str(&c.Screen, "screen", "Xvfb screen size WIDTHxHEIGHTxDEPTH")
@@ -137,6 +162,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.Episodes, "episodes", "directory where episodes are recorded (default: $XDG_DATA_HOME/deskenv/episodes)")
 
 	num(&c.Desktops, "desktops", "pool mode: run this many independent desktops, each under /d/{i}/, handed out by POST /leases")
+	fs.BoolVar(&c.PoolAgentToken, "pool-agent-token", c.PoolAgentToken, "pool mode: accept an agent token from --agent-token or --tokens-file on every desktop (otherwise refused: each lease has its own)"+envNote("pool-agent-token"))
 
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
@@ -161,6 +187,11 @@ func parseConfig(name string, args []string, out io.Writer) (config, *flag.FlagS
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"agent-token", "operator-token", "viewer-token"} {
+		if set[name] && fs.Lookup(name).Value.String() != "" {
+			c.tokenFlags = append(c.tokenFlags, "--"+name)
+		}
+	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || envErr != nil {
@@ -235,6 +266,23 @@ func (c *config) validate() error {
 	if c.Desktops < 1 || c.Desktops > 256 {
 		return fmt.Errorf("--desktops %d: must be between 1 and 256", c.Desktops)
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--read-header-timeout", c.ReadHeaderTimeout}, {"--idle-timeout", c.IdleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %s: must be positive, or connections are held forever", d.name, d.v)
+		}
+	}
+	if c.BodyReadTimeout < 0 || c.WriteTimeout < 0 {
+		return fmt.Errorf("--body-read-timeout %s and --write-timeout %s: use 0 for none or a positive duration", c.BodyReadTimeout, c.WriteTimeout)
+	}
+	if c.MaxBody < 1<<10 {
+		return fmt.Errorf("--max-body %d: must be at least 1024 bytes", c.MaxBody)
+	}
+	if c.MaxConns < 1 {
+		return fmt.Errorf("--max-conns %d: must be at least 1", c.MaxConns)
+	}
 	if c.Desktops > 1 && c.Display != "" {
 		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
 	}
@@ -245,6 +293,11 @@ func (c *config) validate() error {
 		return fmt.Errorf("--log-format %q: use text or json", c.LogFormat)
 	}
 	return nil
+}
+
+// limits are the front door's bounds on every request.
+func (c *config) limits() auth.Limits {
+	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout}
 }
 
 func (c *config) screenSize() (w, h, depth int, err error) {

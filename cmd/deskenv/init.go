@@ -9,20 +9,20 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/auth"
 )
 
 // tokenVar is a variable that carries a token, and its role.
 type tokenVar struct {
 	name string
-	role control.Role
+	role auth.Role
 }
 
 func tokenVars() []tokenVar {
 	return []tokenVar{
-		{"DESKENV_AGENT_TOKEN", control.RoleAgent},
-		{"DESKENV_OPERATOR_TOKEN", control.RoleOperator},
-		{"DESKENV_VIEWER_TOKEN", control.RoleViewer},
+		{"DESKENV_AGENT_TOKEN", auth.RoleAgent},
+		{"DESKENV_OPERATOR_TOKEN", auth.RoleOperator},
+		{"DESKENV_VIEWER_TOKEN", auth.RoleViewer},
 	}
 }
 
@@ -107,18 +107,18 @@ func (c *config) readTokensFD() error {
 	}
 	f := os.NewFile(uintptr(fd), "tokens from deskenv init")
 	defer f.Close()
-	ts, err := control.ParseTokens(f, "the tokens from deskenv init")
+	ts, err := auth.ParseTokens(f, "the tokens from deskenv init")
 	if err != nil {
 		return err
 	}
 	for _, t := range ts {
 		var field *string
 		switch t.Role {
-		case control.RoleAgent:
+		case auth.RoleAgent:
 			field = &c.AgentToken
-		case control.RoleOperator:
+		case auth.RoleOperator:
 			field = &c.OperatorToken
-		case control.RoleViewer:
+		case auth.RoleViewer:
 			field = &c.ViewerToken
 		}
 		if field != nil && *field == "" {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jezek/xgb"
+	"golang.org/x/net/netutil"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -113,11 +114,21 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	if local && !isLoopback(addr) {
 		log.Warn("no tokens configured and listening beyond this machine: anyone who reaches the port can drive the desktop", "addr", addr)
 	}
+	if len(cfg.tokenFlags) > 0 && !isLoopback(addr) {
+		// Any local user (and the desktop's own programs) can read a
+		// process's command line; variables and files are not on display.
+		log.Warn("tokens given as flags can be read by anyone on this machine in the process list: use DESKENV_AGENT_TOKEN, DESKENV_OPERATOR_TOKEN and DESKENV_VIEWER_TOKEN, or --tokens-file, instead",
+			"flags", strings.Join(cfg.tokenFlags, ","), "addr", addr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set another with --addr): %w", addr, err)
 	}
-	srv := &http.Server{Handler: srvApp.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// A cap on open connections: past it, new ones wait in the kernel's
+	// backlog instead of taking a file descriptor each. Idle ones are
+	// closed after --idle-timeout, so waiting ones get their turn.
+	ln = netutil.LimitListener(ln, cfg.MaxConns)
+	srv := newServer(cfg, srvApp.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	where := displayAddr(ln.Addr().String())
@@ -139,6 +150,21 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("HTTP shutdown", "err", err)
 	}
 	return nil
+}
+
+// newServer is the appliance's HTTP server. Headers must arrive within
+// --read-header-timeout (also for a new connection's first request) and an
+// idle keep-alive connection is closed after --idle-timeout. There is no
+// server-wide ReadTimeout or WriteTimeout: they would cut websockets and
+// MCP's event streams; the front door sets per-route deadlines instead
+// (--body-read-timeout, --write-timeout).
+func newServer(cfg config, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
 }
 
 func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
 )
 
@@ -23,15 +24,15 @@ import (
 // its own Xvfb, session, home, executor, MCP server, stream and control plane,
 // served under /d/{i}/, and handed out to trainers through leases.
 type pool struct {
-	log   *slog.Logger
-	apps  []*app
-	auth  *control.Auth // the pool-wide tokens (operator, viewer)
-	local bool
+	log    *slog.Logger
+	apps   []*app
+	auth   *auth.Auth // the pool-wide tokens (operator, viewer)
+	local  bool
+	limits auth.Limits
 
 	mu     sync.Mutex
 	leases map[string]*lease // by id
 	busy   []string          // desktop index -> lease id, "" when free
-	tokens []string          // each desktop's own agent token ("" in local mode)
 }
 
 type lease struct {
@@ -44,22 +45,32 @@ type lease struct {
 	AgentToken string           `json:"agent_token,omitempty"`
 	Episode    *control.Episode `json:"episode,omitempty"`
 	Since      time.Time        `json:"since"`
+
+	// revoke ends AgentToken: the token was granted on the lease's desktop
+	// for the lease alone (nil in local mode, where there is none).
+	revoke func()
 }
 
 // newPool starts cfg.Desktops desktops in parallel.
 func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
-	auth, err := control.NewAuth(control.AuthConfig{
+	pa, err := auth.New(auth.Config{
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if auth.Has(control.RoleAgent) {
-		// A pool-wide agent token opens every desktop, which undoes what
-		// leases are for. It is allowed (a single trusted harness may want
-		// it) but said out loud.
-		log.Warn("an agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
-			"any agent holding it can act on desktops leased to others; leases hand out per-desktop tokens, use those")
+	if pa.Has(auth.RoleAgent) {
+		// A pool-wide agent token opens every desktop, leased or not, to
+		// whoever holds it, which undoes what leases are for: refused unless
+		// asked for (a single trusted harness may want it), then said out
+		// loud.
+		if !cfg.PoolAgentToken {
+			return nil, errors.New("an agent token from --agent-token, DESKENV_AGENT_TOKEN or --tokens-file would be valid on every desktop of the pool, " +
+				"so one lessee's agent could act on desktops leased to others: remove it (each lease hands out its own agent token), " +
+				"or pass --pool-agent-token if one trusted harness drives every desktop")
+		}
+		log.Warn("--pool-agent-token: the agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
+			"any agent holding it can act on desktops leased to others")
 	}
 	if _, err := cfg.loadTasks(log); err != nil {
 		return nil, err
@@ -69,8 +80,8 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 		return nil, err
 	}
 	p := &pool{
-		log: log, auth: auth, local: auth.Local(), leases: map[string]*lease{},
-		apps: make([]*app, cfg.Desktops), busy: make([]string, cfg.Desktops), tokens: make([]string, cfg.Desktops),
+		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(), leases: map[string]*lease{},
+		apps: make([]*app, cfg.Desktops), busy: make([]string, cfg.Desktops),
 	}
 	start := time.Now()
 	errs := make([]error, cfg.Desktops)
@@ -81,12 +92,6 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 		if cfg.UDPPort > 0 {
 			// One UDP port per desktop: --udp-port is the first of N.
 			dc.UDPPort = cfg.UDPPort + i
-		}
-		if !p.local {
-			// Each desktop's agent token works on that desktop alone, so one
-			// desktop's agent can never act on another.
-			p.tokens[i] = newToken()
-			dc.extraTokens = []control.Token{{Role: control.RoleAgent, Value: p.tokens[i]}}
 		}
 		wg.Add(1)
 		go func() {
@@ -111,24 +116,30 @@ func newToken() string {
 	return hex.EncodeToString(b)
 }
 
-// Handler serves every desktop under /d/{i}/, and the pool's own API.
+// Handler serves every desktop under /d/{i}/, each with its own tokens
+// (the pool-wide ones and its leases' agent tokens), and the pool's own API,
+// all behind one door.
 func (p *pool) Handler() http.Handler {
-	mux := http.NewServeMux()
+	d := auth.NewDoor(p.auth, p.limits)
 	for i, a := range p.apps {
-		prefix := "/d/" + strconv.Itoa(i)
-		mux.Handle(prefix+"/", http.StripPrefix(prefix, a.Handler()))
+		a.register(d.Sub("/d/"+strconv.Itoa(i), a.auth))
 	}
-	op := p.auth.Require(control.RoleOperator)
-	mux.Handle("POST /leases", op(http.HandlerFunc(p.take)))
-	mux.Handle("GET /leases", op(http.HandlerFunc(p.list)))
-	mux.Handle("DELETE /leases/{id}", op(http.HandlerFunc(p.give)))
-	mux.Handle("GET /desktops", op(http.HandlerFunc(p.desktops)))
-	mux.HandleFunc("GET /health", p.health)
-	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/d/0/", http.StatusFound)
-	})
-	return mux
+	op := auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxLeaseBody}
+	d.Handle("POST /leases", op, http.HandlerFunc(p.take))
+	d.Handle("GET /leases", op, http.HandlerFunc(p.list))
+	d.Handle("DELETE /leases/{id}", op, http.HandlerFunc(p.give))
+	d.Handle("GET /desktops", op, http.HandlerFunc(p.desktops))
+	d.Handle("GET /health", auth.Policy{Public: true}, http.HandlerFunc(p.health))
+	d.Handle("GET /{$}", auth.Policy{Public: true}, http.RedirectHandler("/d/0/", http.StatusFound))
+	return d
 }
+
+// maxLeaseBody bounds a lease request: a task id and a seed.
+const maxLeaseBody = 64 << 10
+
+// maxLeaseID is longer than any lease id handed out (16 hex digits): a longer
+// one is refused without looking it up or quoting it whole.
+const maxLeaseID = 64
 
 type leaseRequest struct {
 	TaskID string `json:"task_id,omitempty"`
@@ -138,7 +149,7 @@ type leaseRequest struct {
 // take leases a free desktop, freshly reset (into a task if asked).
 func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 	var req leaseRequest
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	body, err := io.ReadAll(r.Body) // bounded by the door (maxLeaseBody)
 	if err == nil && len(body) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
@@ -146,6 +157,11 @@ func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, fmt.Sprintf("lease request body: %v (want {\"task_id\"?: string, \"seed\"?: int})", err))
+		return
+	}
+	if req.Seed != nil && *req.Seed < 0 {
+		// As POST /api/reset: a seed is an integer >= 0.
+		writeErr(w, http.StatusBadRequest, fmt.Sprintf("lease request: seed %d is negative: use an integer >= 0", *req.Seed))
 		return
 	}
 	p.mu.Lock()
@@ -179,7 +195,18 @@ func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 	}
 	base := "/d/" + strconv.Itoa(idx)
 	l.Base, l.MCP, l.Page, l.Control = base+"/", base+"/mcp", base+"/", base+"/api/"
-	l.AgentToken = p.tokens[idx]
+	if !p.local {
+		// A token of the lease's own, valid on its desktop until the lease
+		// ends: the next lessee of this desktop gets another.
+		l.AgentToken, l.revoke, err = p.apps[idx].auth.Grant(auth.RoleAgent)
+		if err != nil {
+			p.mu.Lock()
+			p.busy[idx] = ""
+			p.mu.Unlock()
+			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("mint the lease's agent token: %v", err))
+			return
+		}
+	}
 	l.Episode = ep
 	p.mu.Lock()
 	p.leases[l.ID] = l
@@ -191,6 +218,10 @@ func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 // give ends a lease: the desktop is reset and goes back to the pool.
 func (p *pool) give(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if len(id) > maxLeaseID {
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("no lease %q...: lease ids are 16 characters; GET /leases lists the current ones", id[:16]))
+		return
+	}
 	p.mu.Lock()
 	l, ok := p.leases[id]
 	if ok {
@@ -200,6 +231,11 @@ func (p *pool) give(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("no lease %q: GET /leases lists the current ones", id))
 		return
+	}
+	// The lease's token dies before the reset starts: its agent must not
+	// act on the desktop being cleaned for the next lessee.
+	if l.revoke != nil {
+		l.revoke()
 	}
 	_, err := p.apps[l.Desktop].control.Reset(r.Context(), control.ResetRequest{})
 	p.mu.Lock()
@@ -270,12 +306,6 @@ func (p *pool) Close() error {
 	return nil
 }
 
-func writeJSONTo(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
+func writeJSONTo(w http.ResponseWriter, status int, v any) { auth.WriteJSON(w, status, v) }
 
-func writeErr(w http.ResponseWriter, status int, msg string) {
-	writeJSONTo(w, status, map[string]string{"error": msg})
-}
+func writeErr(w http.ResponseWriter, status int, msg string) { auth.WriteError(w, status, msg) }

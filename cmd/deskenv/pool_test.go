@@ -1,19 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
-	"regexp"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -27,49 +21,8 @@ const testOperator = "operator-token-0123456789abcdef"
 // startPool runs the binary in pool mode and returns its base URL.
 func startPool(t *testing.T, n int) string {
 	t.Helper()
-	bin := buildBinary(t)
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--desktops", fmt.Sprint(n), "--no-stream",
-		"--wm", "", "--apps", "", "--operator-token", testOperator, "--home", t.TempDir())
-	cmd.Env = os.Environ()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Error("pool did not stop within 20 s of SIGTERM")
-		}
-	})
-	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
-	addr := make(chan string, 1)
-	var mu sync.Mutex
-	var logs bytes.Buffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case <-time.After(60 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
-		t.Fatalf("pool did not become ready:\n%s", logs.String())
-		return ""
-	}
+	return startDeskenv(t, "--desktops", fmt.Sprint(n), "--no-stream",
+		"--wm", "", "--apps", "", "--operator-token", testOperator, "--home", t.TempDir()).base
 }
 
 func doJSON(t *testing.T, method, url, token string, body any, out any) int {

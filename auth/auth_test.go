@@ -1,4 +1,4 @@
-package control
+package auth
 
 import (
 	"encoding/json"
@@ -18,7 +18,7 @@ const (
 
 func testAuth(t *testing.T) *Auth {
 	t.Helper()
-	a, err := NewAuth(AuthConfig{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
+	a, err := New(Config{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestAuthRequire(t *testing.T) {
 		{"agent cannot watch", []Role{RoleViewer}, "Bearer " + agentTok, "", 403, "agents"},
 		{"agent on mcp", []Role{RoleAgent}, "Bearer " + agentTok, "", 204, ""},
 		{"operator is not an agent", []Role{RoleAgent}, "Bearer " + operatorTok, "", 403, "role agent"},
-		{"token in query", []Role{RoleViewer}, "", "token=" + viewerTok, 204, ""},
+		{"token in query on a page route", []Role{RoleViewer}, "", "token=" + viewerTok, 204, ""},
 		{"lower-case scheme", []Role{RoleOperator}, "bearer " + operatorTok, "", 204, ""},
 	}
 	for _, c := range cases {
@@ -57,7 +57,9 @@ func TestAuthRequire(t *testing.T) {
 				r.Header.Set("Authorization", c.header)
 			}
 			w := httptest.NewRecorder()
-			a.Require(c.need...)(ok).ServeHTTP(w, r)
+			d := NewDoor(a, Limits{})
+			d.Handle("/api/state", Policy{Roles: c.need, URLToken: true}, ok)
+			d.ServeHTTP(w, r)
 			if w.Code != c.status {
 				t.Fatalf("status %d, want %d (body %s)", w.Code, c.status, w.Body)
 			}
@@ -76,7 +78,7 @@ func TestAuthRequire(t *testing.T) {
 }
 
 func TestAuthLocalMode(t *testing.T) {
-	a, err := NewAuth(AuthConfig{})
+	a, err := New(Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,9 @@ func TestAuthLocalMode(t *testing.T) {
 	}
 	for _, need := range []Role{RoleAgent, RoleOperator, RoleViewer} {
 		w := httptest.NewRecorder()
-		a.Require(need)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		d := NewDoor(a, Limits{})
+		d.Handle("/", Policy{Roles: []Role{need}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }))
+		d.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 		if w.Code != 204 {
 			t.Errorf("local mode refused a %s endpoint: %d", need, w.Code)
 		}
@@ -101,22 +105,22 @@ func TestAuthConfigErrors(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		cfg  func() AuthConfig
+		cfg  func() Config
 		want string
 	}{
-		{"short token", func() AuthConfig { return AuthConfig{OperatorToken: "short"} }, "at least 16"},
-		{"same token twice", func() AuthConfig { return AuthConfig{OperatorToken: operatorTok, AgentToken: operatorTok} }, "both roles"},
-		{"bad role in file", func() AuthConfig { return AuthConfig{TokensFile: file("admin=" + operatorTok + "\n")} }, "line 1: unknown role \"admin\""},
-		{"no equals in file", func() AuthConfig { return AuthConfig{TokensFile: file("# tokens\n\noperator " + operatorTok + "\n")} }, "line 3: want ROLE=TOKEN"},
-		{"empty token in file", func() AuthConfig { return AuthConfig{TokensFile: file("viewer=\n")} }, "line 1: the token for viewer is empty"},
-		{"missing file", func() AuthConfig { return AuthConfig{TokensFile: filepath.Join(dir, "none")} }, "tokens file"},
-		{"space in token", func() AuthConfig { return AuthConfig{Tokens: []Token{{RoleViewer, "a b c d e f g h i j k l"}}} }, "white space"},
+		{"short token", func() Config { return Config{OperatorToken: "short"} }, "at least 16"},
+		{"same token twice", func() Config { return Config{OperatorToken: operatorTok, AgentToken: operatorTok} }, "both roles"},
+		{"bad role in file", func() Config { return Config{TokensFile: file("admin=" + operatorTok + "\n")} }, "line 1: unknown role \"admin\""},
+		{"no equals in file", func() Config { return Config{TokensFile: file("# tokens\n\noperator " + operatorTok + "\n")} }, "line 3: want ROLE=TOKEN"},
+		{"empty token in file", func() Config { return Config{TokensFile: file("viewer=\n")} }, "line 1: the token for viewer is empty"},
+		{"missing file", func() Config { return Config{TokensFile: filepath.Join(dir, "none")} }, "tokens file"},
+		{"space in token", func() Config { return Config{Tokens: []Token{{RoleViewer, "a b c d e f g h i j k l"}}} }, "white space"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := NewAuth(c.cfg())
+			_, err := New(c.cfg())
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("NewAuth = %v, want an error containing %q", err, c.want)
+				t.Fatalf("New = %v, want an error containing %q", err, c.want)
 			}
 		})
 	}
@@ -125,7 +129,7 @@ func TestAuthConfigErrors(t *testing.T) {
 func TestAuthTokensFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "tokens")
 	os.WriteFile(p, []byte("# deskenv tokens\nOPERATOR = "+operatorTok+"\nviewer="+viewerTok+"\nviewer="+viewerTok+"-second\n"), 0o600)
-	a, err := NewAuth(AuthConfig{TokensFile: p})
+	a, err := New(Config{TokensFile: p})
 	if err != nil {
 		t.Fatal(err)
 	}

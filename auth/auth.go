@@ -1,16 +1,26 @@
-package control
+// Package auth is deskenv's front door: bearer tokens by role (Auth), and the
+// one piece of middleware every HTTP route sits behind (Door), which applies
+// authentication, the same-origin check for browsers, where a token may come
+// from, request body limits and per-request deadlines in one place, and writes
+// every refusal as the same JSON error. Feature packages register their routes
+// with a Policy; none of them checks a token or writes an auth error itself.
+//
+// It imports the standard library only, so every feature package may use it.
+package auth
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 )
 
 // Role is what a bearer token lets its holder do.
@@ -49,9 +59,9 @@ type Token struct {
 	Value string
 }
 
-// AuthConfig says where tokens come from. All sources are merged; a token may
+// Config says where tokens come from. All sources are merged; a token may
 // appear only once across all roles.
-type AuthConfig struct {
+type Config struct {
 	AgentToken, OperatorToken, ViewerToken string
 	// TokensFile holds lines ROLE=TOKEN; blank lines and lines starting with
 	// '#' are ignored. Several tokens per role are allowed.
@@ -62,20 +72,27 @@ type AuthConfig struct {
 // Auth checks bearer tokens against roles. With no token configured it is in
 // local-only mode: every request is allowed, and the appliance must then bind
 // to 127.0.0.1 only (cmd does).
+//
+// Besides the configured tokens, which never change, an Auth holds granted
+// tokens (Grant): minted at run time for one holder, e.g. one lease of a pool
+// desktop, and valid until revoked. It is safe for concurrent use.
 type Auth struct {
 	// tokens maps the SHA-256 of a token to its role, so a lookup compares
 	// fixed-size digests in constant time and never keeps a timing signal of
-	// how much of a guessed token matched.
+	// how much of a guessed token matched. Set once by New.
 	tokens map[[32]byte]Role
 	realm  string
+
+	mu      sync.RWMutex
+	granted map[[32]byte]Role
 }
 
 // MinTokenLength is the shortest token accepted: shorter ones can be guessed.
 const MinTokenLength = 16
 
-// NewAuth builds an Auth from c. A token shorter than MinTokenLength, one used
+// New builds an Auth from c. A token shorter than MinTokenLength, one used
 // for two roles or an unreadable file is an error naming its source.
-func NewAuth(c AuthConfig) (*Auth, error) {
+func New(c Config) (*Auth, error) {
 	var all []struct {
 		Token
 		src string
@@ -103,7 +120,7 @@ func NewAuth(c AuthConfig) (*Auth, error) {
 			add(t.Role, t.Value, fmt.Sprintf("%s, token %d", c.TokensFile, i+1))
 		}
 	}
-	a := &Auth{tokens: map[[32]byte]Role{}, realm: "deskenv"}
+	a := &Auth{tokens: map[[32]byte]Role{}, granted: map[[32]byte]Role{}, realm: "deskenv"}
 	for _, t := range all {
 		if _, err := ParseRole(string(t.Role)); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.src, err)
@@ -162,10 +179,12 @@ func ParseTokens(r io.Reader, name string) ([]Token, error) {
 	return out, nil
 }
 
-// Local reports local-only mode: no tokens, every request allowed.
+// Local reports local-only mode: no token configured, every request allowed.
+// Granted tokens do not count: Grant refuses to mint one in local mode, where
+// it would change nothing.
 func (a *Auth) Local() bool { return a == nil || len(a.tokens) == 0 }
 
-// Has reports whether at least one token grants role.
+// Has reports whether at least one configured token grants role.
 func (a *Auth) Has(role Role) bool {
 	if a == nil {
 		return false
@@ -178,50 +197,78 @@ func (a *Auth) Has(role Role) bool {
 	return false
 }
 
-// ErrNoToken is returned by RoleOf when the request carries no token.
+// Grant mints a fresh random token for role, valid until revoke is called.
+// Pool mode grants one agent token per lease, so a lease's token dies with
+// the lease and the next lessee of the desktop gets another. revoke may be
+// called more than once; once it returns, the token is refused.
+func (a *Auth) Grant(role Role) (token string, revoke func(), err error) {
+	if _, err := ParseRole(string(role)); err != nil {
+		return "", nil, err
+	}
+	if a.Local() {
+		return "", nil, errors.New("no tokens are configured (local mode, every request is allowed): a granted token would protect nothing")
+	}
+	b := make([]byte, 24)
+	rand.Read(b) // never fails (crypto/rand panics rather than return short)
+	token = hex.EncodeToString(b)
+	h := sha256.Sum256([]byte(token))
+	a.mu.Lock()
+	a.granted[h] = role
+	a.mu.Unlock()
+	return token, func() {
+		a.mu.Lock()
+		delete(a.granted, h)
+		a.mu.Unlock()
+	}, nil
+}
+
+// ErrNoToken is returned by Check when the request carries no token.
 var ErrNoToken = errors.New("no bearer token: send the header Authorization: Bearer <token>")
 
-// ErrBadToken is returned by RoleOf for a token that matches no role.
+// ErrBadToken is returned by Check for a token that matches no role.
 var ErrBadToken = errors.New("the bearer token is not valid for this appliance")
 
-// RoleOf returns the role of the token r carries: the Authorization header
-// (Bearer), or, for browsers that cannot set headers on a WebSocket or a page
-// load, the query parameter "token" or the cookie "deskenv_token". In local
-// mode it is RoleLocal.
-func (a *Auth) RoleOf(r *http.Request) (Role, error) {
+// Check returns the role token grants. In local mode it is RoleLocal,
+// whatever the token.
+func (a *Auth) Check(token string) (Role, error) {
 	if a.Local() {
 		return RoleLocal, nil
 	}
-	tok := requestToken(r)
-	if tok == "" {
+	if token == "" {
 		return "", ErrNoToken
 	}
-	h := sha256.Sum256([]byte(tok))
+	h := sha256.Sum256([]byte(token))
 	var found Role
 	for k, role := range a.tokens {
 		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
 			found = role
 		}
 	}
+	a.mu.RLock()
+	for k, role := range a.granted {
+		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
+			found = role
+		}
+	}
+	a.mu.RUnlock()
 	if found == "" {
 		return "", ErrBadToken
 	}
 	return found, nil
 }
 
-func requestToken(r *http.Request) string {
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, v, ok := strings.Cut(h, " ")
-		if ok && strings.EqualFold(scheme, "Bearer") {
-			return strings.TrimSpace(v)
-		}
-		return ""
-	}
-	if v := r.URL.Query().Get("token"); v != "" {
-		return v
-	}
-	if c, err := r.Cookie("deskenv_token"); err == nil {
-		return c.Value
+// RoleOf returns the role of the bearer token in r's Authorization header.
+// It reads no other source: where else a token may come from depends on the
+// route, and only the Door knows routes.
+func (a *Auth) RoleOf(r *http.Request) (Role, error) {
+	return a.Check(bearer(r))
+}
+
+// bearer is the token of an "Authorization: Bearer" header, "" without one.
+func bearer(r *http.Request) string {
+	scheme, v, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(v)
 	}
 	return ""
 }
@@ -238,32 +285,6 @@ func Allows(role Role, need ...Role) bool {
 		}
 	}
 	return false
-}
-
-// Require is middleware that lets a request through only when its token
-// grants one of roles. A missing or unknown token gets 401 with
-// WWW-Authenticate; a valid token of the wrong role gets 403 saying which
-// token the endpoint needs.
-func (a *Auth) Require(roles ...Role) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			role, err := a.RoleOf(r)
-			if err != nil {
-				code := "invalid_request"
-				if errors.Is(err, ErrBadToken) {
-					code = "invalid_token"
-				}
-				w.Header().Set("WWW-Authenticate", fmt.Sprintf(`Bearer realm=%q, error=%q`, a.realm, code))
-				writeError(w, http.StatusUnauthorized, err.Error()+" ("+needText(roles)+")")
-				return
-			}
-			if !Allows(role, roles...) {
-				writeError(w, http.StatusForbidden, forbiddenText(role, roles))
-				return
-			}
-			next.ServeHTTP(w, r)
-		})
-	}
 }
 
 func needText(roles []Role) string {
@@ -291,13 +312,4 @@ func forbiddenText(have Role, need []Role) string {
 	default:
 		return fmt.Sprintf("this token is for role %s; %s", have, needText(need))
 	}
-}
-
-// writeError writes {"error": msg} with status. Clients of the native API and
-// people with curl read the same message.
-func writeError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
