@@ -110,6 +110,11 @@ type Config struct {
 	History int
 	// Viewers, if set, is exported as the gauge deskenv_viewers.
 	Viewers func() int
+	// ResetTimeout bounds a reset (ending the last episode, the clean-up,
+	// the task's setup, the first observation); default 3 minutes. A reset
+	// runs to its end even when its caller goes away, so this, not the
+	// caller's context, is what stops one that hangs.
+	ResetTimeout time.Duration
 	// Isolation, if set, is /health's "isolation" detail: whether the
 	// session runs as a user of its own, and if not why (cmd says).
 	Isolation any
@@ -126,6 +131,11 @@ type Control struct {
 	tmpBase string // baseline directory to remove on Close
 
 	resetSem chan struct{} // one reset or episode end at a time
+
+	// stopCtx ends with Close: the X server watch (watchServer) stops.
+	stopCtx   context.Context
+	stop      context.CancelFunc
+	watchDone chan struct{}
 
 	mu       sync.Mutex
 	current  *episodeRun
@@ -150,6 +160,9 @@ type episodeRun struct {
 	ep   Episode
 	task *task.Task
 	env  *seededEnv // nil without a task
+	// gen is the display's X server generation the episode was set up
+	// on; a restarted server has another, and the episode is interrupted.
+	gen uint64
 }
 
 // Episode is one run from a reset to its end.
@@ -158,7 +171,7 @@ type Episode struct {
 	TaskID      string     `json:"task_id,omitempty"`
 	Instruction string     `json:"instruction,omitempty"`
 	Seed        *int64     `json:"seed,omitempty"`
-	Status      string     `json:"status"` // running, ended
+	Status      string     `json:"status"` // running, ended, interrupted
 	StartedAt   time.Time  `json:"started_at"`
 	EndedAt     *time.Time `json:"ended_at,omitempty"`
 	// DurationS is the time from the end of the reset to the end of the
@@ -173,8 +186,11 @@ type Episode struct {
 	Reward    *float64      `json:"reward"`
 	Success   *bool         `json:"success"`
 	Reasons   []task.Reason `json:"reasons,omitempty"`
-	EndReason string        `json:"end_reason,omitempty"` // ended, next_reset, closed
+	EndReason string        `json:"end_reason,omitempty"` // ended, next_reset, closed, interrupted
 	Error     string        `json:"error,omitempty"`      // the evaluator failed
+	// Interruption says why an interrupted episode could not go on (the X
+	// server restarted under it); such an episode is unscored.
+	Interruption string `json:"interruption,omitempty"`
 	// Observation is the first observation; only the reset's answer has it.
 	Observation *Observation `json:"observation,omitempty"`
 	// Reset says what the reset did; only the reset's answer has it.
@@ -255,6 +271,9 @@ func New(cfg Config) (*Control, error) {
 	if cfg.History <= 0 {
 		cfg.History = 1000
 	}
+	if cfg.ResetTimeout <= 0 {
+		cfg.ResetTimeout = 3 * time.Minute
+	}
 	if cfg.Settle == (deskimage.SettleOptions{}) {
 		cfg.Settle = deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 	}
@@ -318,6 +337,9 @@ func New(cfg Config) (*Control, error) {
 	c.counted.Store(bus.Seq())
 	c.busDone = make(chan struct{})
 	go c.countEvents()
+	c.stopCtx, c.stop = context.WithCancel(context.Background())
+	c.watchDone = make(chan struct{})
+	go c.watchServer()
 	return c, nil
 }
 
@@ -488,6 +510,13 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 		return nil, err
 	}
 	defer c.release()
+	// From here on the reset runs to its end (or fails and rolls back) even
+	// if its caller goes away: an HTTP client that disconnects, a websocket
+	// that closes. Abandoned half way, it would leave the last episode
+	// ended, no new one started and a task's setup half done. The caller
+	// only misses the answer; ResetTimeout bounds the reset instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.ResetTimeout)
+	defer cancel()
 	// Nobody acts on the desktop until it is back: the control plane's own
 	// releases are never gated, and task setup does not use the executor.
 	defer c.cfg.Exec.AddGate(func(src hci.Source, what string) error { return ErrResetting })()
@@ -500,7 +529,13 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if id == "" {
 		id = newID()
 	}
+	gen := c.cfg.Display.Generation()
 	rep, env, obs, err := c.resetDesktop(ctx, t, req.Seed, id)
+	if err == nil && c.cfg.Display.Generation() != gen {
+		// The X server restarted during the reset: the session and any
+		// setup it did are gone.
+		err = fmt.Errorf("the X server restarted during the reset (%s): reset again", c.serverExit())
+	}
 	rep.Total = time.Since(start)
 	c.metrics.Observe(mResetSeconds, seconds(rep.Total))
 	if err != nil {
@@ -514,7 +549,7 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 		ep.TaskID, ep.Instruction = t.ID, t.Instruction
 	}
 	c.mu.Lock()
-	c.current = &episodeRun{ep: ep, task: t, env: env}
+	c.current = &episodeRun{ep: ep, task: t, env: env, gen: gen}
 	c.resetDur = append(c.resetDur, rep.Total.Seconds())
 	if len(c.resetDur) > c.cfg.History {
 		c.resetDur = c.resetDur[len(c.resetDur)-c.cfg.History:]
@@ -569,6 +604,7 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 		tm = time.Now()
 		if err := t.RunSetup(ctx, env); err != nil {
 			rep.Setup = time.Since(tm)
+			c.rollback(ctx)
 			return rep, nil, nil, fmt.Errorf("set up task %s: %w", t.ID, err)
 		}
 		rep.Setup = time.Since(tm)
@@ -682,31 +718,9 @@ func (c *Control) endLocked(ctx context.Context, id, reason string) (*Episode, e
 		r, s := outcome.Reward, outcome.Success
 		ep.Reward, ep.Success, ep.Reasons = &r, &s, outcome.Reasons
 	}
-	c.current = nil
-	c.history = append(c.history, ep)
-	if len(c.history) > c.cfg.History {
-		c.history = c.history[len(c.history)-c.cfg.History:]
-	}
-	c.finished++
-	hooks := append([]func(Episode){}, c.onEnd...)
+	hooks := c.retireLocked(ep)
 	c.mu.Unlock()
-
-	switch {
-	case ep.Reward == nil:
-		c.metrics.Add(mEpisodes, 1, "unscored")
-	case ep.Success != nil && *ep.Success:
-		c.metrics.Add(mEpisodes, 1, "success")
-	default:
-		c.metrics.Add(mEpisodes, 1, "failure")
-	}
-	if ep.Reward != nil {
-		c.metrics.Observe(mEpisodeReward, *ep.Reward)
-	}
-	c.metrics.Observe(mEpisodeSteps, float64(ep.Steps))
-	c.metrics.Observe(mEpisodeSeconds, ep.DurationS)
-	for _, f := range hooks {
-		f(ep)
-	}
+	c.ended(ep, hooks)
 	c.log.Info("episode ended", "episode", ep.ID, "task", ep.TaskID, "reason", reason, "steps", ep.Steps,
 		"reward", ptrString(ep.Reward), "success", ptrString(ep.Success), "reasons", ep.Reasons)
 	return &ep, nil
@@ -767,6 +781,8 @@ func (c *Control) Episode(id string) (*Episode, error) {
 // baseline. The desktop stays as it is.
 func (c *Control) Close() error {
 	c.closeOnce.Do(func() {
+		c.stop()
+		<-c.watchDone
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if c.acquire(ctx) == nil {

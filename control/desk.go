@@ -181,10 +181,9 @@ func (k *desk) kill(ctx context.Context, st *CleanStats) error {
 	self := os.Getpid()
 	var killed []int
 	if owned {
-		for _, pid := range k.d.SessionPIDs() {
-			syscall.Kill(-pid, syscall.SIGKILL)
-			killed = append(killed, pid)
-		}
+		// Through the display, so its supervision knows these deaths are
+		// the reset's and does not restart them.
+		killed = append(killed, k.d.KillSession()...)
 	}
 	skip := map[int]bool{}
 	if sp := k.d.ServerPID(); sp > 0 {

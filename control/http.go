@@ -308,7 +308,14 @@ func (c *Control) health(w http.ResponseWriter, r *http.Request) {
 	if c.cfg.Isolation != nil {
 		body["isolation"] = c.cfg.Isolation
 	}
-	if err := c.cfg.Display.Health(ctx); err != nil {
+	// OpenEnv's HealthResponse forbids extra fields, so a healthy answer
+	// carries what died and when only when asked (?details=1); an
+	// unhealthy one always says it.
+	faults, err := c.Health(ctx)
+	if d := r.URL.Query().Get("details"); err != nil || d == "1" || d == "true" {
+		body["details"] = faults
+	}
+	if err != nil {
 		body["status"], body["error"] = "unhealthy", err.Error()
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
@@ -348,6 +355,15 @@ func (c *Control) oeStateData(ctx context.Context) map[string]any {
 		st["started_at"] = ep.StartedAt
 		st["agent_steps"] = ep.AgentSteps
 		st["human_steps"] = ep.HumanSteps
+		st["status"] = ep.Status
+	} else if last := c.Episodes(1, ""); len(last) == 1 {
+		// No episode runs: how the last one ended, so a client whose
+		// episode was interrupted (the X server restarted) learns why.
+		end := map[string]any{"episode_id": last[0].ID, "status": last[0].Status, "end_reason": last[0].EndReason}
+		if last[0].Interruption != "" {
+			end["interruption"] = last[0].Interruption
+		}
+		st["last_episode"] = end
 	}
 	return st
 }

@@ -83,7 +83,7 @@ func NewMetrics() *Metrics {
 	m.counter(mScreenshots, "Screenshots taken, by who asked (agent: screenshot and zoom actions; control: reset observations).", "source")
 	m.counter(mResets, "Resets of the desktop, by result (ok, error).", "result")
 	m.histogram(mResetSeconds, "Time a reset took, clean-up and task setup included.", resetBuckets)
-	m.counter(mEpisodes, "Finished episodes, by outcome (success, failure, unscored).", "outcome")
+	m.counter(mEpisodes, "Finished episodes, by outcome (success, failure, unscored, interrupted).", "outcome")
 	m.histogram(mEpisodeReward, "Reward of scored episodes.", rewardBuckets)
 	m.histogram(mEpisodeSteps, "Steps (agent and human actions) per finished episode.", stepBuckets)
 	m.histogram(mEpisodeSeconds, "Duration of finished episodes.", episodeBuckets)

@@ -38,6 +38,11 @@ type rigOptions struct {
 	auth  *Auth
 	tools bool // wire the MCP server's tools
 	apps  [][]string
+	// restart brings the X server back when it dies, as the appliance
+	// runs its displays.
+	restart bool
+	// wm is the window manager's command line; nil means openbox.
+	wm []string
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -48,13 +53,18 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if apps == nil {
 		apps = [][]string{{"xterm"}}
 	}
+	wm := o.wm
+	if wm == nil {
+		wm = []string{"openbox"}
+	}
 	log := slog.New(slog.DiscardHandler)
 	if os.Getenv("DESKENV_TEST_LOG") != "" {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	d, err := display.Start(context.Background(), display.Config{
 		Width: 1280, Height: 800, Home: home,
-		WindowManager: []string{"openbox"}, Apps: apps, Logger: log,
+		WindowManager: wm, Apps: apps, Logger: log,
+		RestartOnCrash: o.restart,
 	})
 	if err != nil {
 		t.Fatal(err)

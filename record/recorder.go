@@ -735,6 +735,9 @@ func (ep *Episode) finish(ctx context.Context, outcome *Outcome) error {
 	m := ep.meta
 	ep.mu.Unlock()
 	m.Status = StatusComplete
+	if outcome != nil && outcome.Interrupted != "" {
+		m.Status = StatusInterrupted
+	}
 	m.EndedAt = &end
 	m.DurationS = secs(end.Sub(ep.zero))
 	if n := len(m.Pauses); n > 0 && m.Pauses[n-1].End == nil {

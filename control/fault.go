@@ -1,0 +1,173 @@
+package control
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/deskenv/deskenv/display"
+)
+
+// Faults: what the control plane does when the desktop fails under an
+// episode, or a reset fails half way.
+
+// interruptionTimeout bounds the wait for a running reset or episode end
+// before an episode is marked interrupted, and a rollback.
+const interruptionTimeout = time.Minute
+
+// retireLocked makes ep, the running episode's record at its end, history,
+// and returns the hooks to call with it. c.mu must be held.
+func (c *Control) retireLocked(ep Episode) []func(Episode) {
+	c.current = nil
+	c.history = append(c.history, ep)
+	if len(c.history) > c.cfg.History {
+		c.history = c.history[len(c.history)-c.cfg.History:]
+	}
+	c.finished++
+	return append([]func(Episode){}, c.onEnd...)
+}
+
+// ended counts an episode that has ended and tells the hooks (the recorder).
+func (c *Control) ended(ep Episode, hooks []func(Episode)) {
+	switch {
+	case ep.Status == statusInterrupted:
+		c.metrics.Add(mEpisodes, 1, statusInterrupted)
+	case ep.Reward == nil:
+		c.metrics.Add(mEpisodes, 1, "unscored")
+	case ep.Success != nil && *ep.Success:
+		c.metrics.Add(mEpisodes, 1, "success")
+	default:
+		c.metrics.Add(mEpisodes, 1, "failure")
+	}
+	if ep.Reward != nil {
+		c.metrics.Observe(mEpisodeReward, *ep.Reward)
+	}
+	c.metrics.Observe(mEpisodeSteps, float64(ep.Steps))
+	c.metrics.Observe(mEpisodeSeconds, ep.DurationS)
+	for _, f := range hooks {
+		f(ep)
+	}
+}
+
+// statusInterrupted is an episode's status, and its end reason, when the
+// desktop failed under it.
+const statusInterrupted = "interrupted"
+
+// watchServer ends the running episode as interrupted whenever the X
+// server has been restarted under it (display.Config.RestartOnCrash): the
+// new server runs a fresh session, so the task's setup, its windows and
+// whatever the agent did on screen are gone, and scoring what is left
+// would score the wrong thing.
+func (c *Control) watchServer() {
+	defer close(c.watchDone)
+	d := c.cfg.Display
+	for {
+		// Taken before the check, so a restart between the two is not
+		// missed.
+		changed := d.Changed()
+		c.interruptStale()
+		select {
+		case <-changed:
+		case <-c.stopCtx.Done():
+			return
+		}
+	}
+}
+
+// interruptStale ends the running episode as interrupted if it was set up
+// on an X server that is no longer the display's.
+func (c *Control) interruptStale() {
+	if !c.stale() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.stopCtx, interruptionTimeout)
+	defer cancel()
+	// A reset that runs now ends the episode itself (and fails if the
+	// server restarted under it); after it, the check is made again.
+	if err := c.acquire(ctx); err != nil {
+		return
+	}
+	defer c.release()
+	c.mu.Lock()
+	if c.current == nil || c.current.gen == c.cfg.Display.Generation() {
+		c.mu.Unlock()
+		return
+	}
+	run := c.current
+	why := fmt.Sprintf("the X server %s and was restarted: the desktop's session started afresh", c.serverExit())
+	if run.task != nil {
+		why += fmt.Sprintf(", and the setup of task %s is gone", run.task.ID)
+	}
+	ep := run.ep
+	now := time.Now()
+	ep.Status, ep.EndedAt, ep.EndReason, ep.Interruption = statusInterrupted, &now, statusInterrupted, why
+	ep.DurationS = now.Sub(ep.StartedAt).Seconds()
+	hooks := c.retireLocked(ep)
+	c.mu.Unlock()
+	c.ended(ep, hooks)
+	c.log.Warn("episode interrupted", "episode", ep.ID, "task", ep.TaskID, "why", why, "steps", ep.Steps)
+}
+
+// stale reports whether the running episode was set up on an X server
+// that has since been replaced.
+func (c *Control) stale() bool {
+	gen := c.cfg.Display.Generation()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current != nil && c.current.gen != gen
+}
+
+// serverExit says how the X server last went away, for an error or an
+// interruption: "exited (signal: killed) at 15:04:05".
+func (c *Control) serverExit() string {
+	e := c.cfg.Display.LastServerExit()
+	if e == nil {
+		return "went away"
+	}
+	return fmt.Sprintf("exited (%s) at %s", e.Exited, e.At.Format(time.TimeOnly))
+}
+
+// rollback puts the desktop back into its baseline after a reset failed
+// past its clean-up (a task's setup failed or ran out of time), so that
+// what the setup started does not outlive the failed reset. It has a bound
+// of its own: the reset's may be what ran out.
+func (c *Control) rollback(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptionTimeout)
+	defer cancel()
+	if _, err := c.desk.clean(ctx); err != nil {
+		c.log.Warn("a reset failed, and so did putting the desktop back into its baseline", "err", err)
+	}
+	c.mu.Lock()
+	env := c.lastEnv
+	c.lastEnv = nil
+	c.mu.Unlock()
+	if env != nil {
+		env.Close()
+	}
+}
+
+// Faults is what /health reports about the desktop's processes, under
+// "details".
+type Faults struct {
+	// Restarts are the last deaths of the X server, the window manager and
+	// the session apps, oldest first: what died, when, how, and whether it
+	// came back.
+	Restarts []display.Exit `json:"restarts"`
+	// XServerRestarts counts the X server's restarts since start.
+	XServerRestarts int `json:"x_server_restarts"`
+	// Processes are the window manager and the apps as they are now.
+	Processes []display.Process `json:"processes"`
+}
+
+// Health checks the desktop: the X server answers within ctx and the
+// window manager is up (or is being restarted and has not been down for
+// long). The error says what is wrong; Faults says what died and when,
+// either way.
+func (c *Control) Health(ctx context.Context) (Faults, error) {
+	d := c.cfg.Display
+	f := Faults{Restarts: d.Exits(), XServerRestarts: d.Restarts(), Processes: d.Processes()}
+	if err := d.Health(ctx); err != nil {
+		return f, err
+	}
+	return f, d.SessionHealth()
+}
