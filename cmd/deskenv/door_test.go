@@ -185,6 +185,7 @@ func TestDoorLimits(t *testing.T) {
 			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(msg), "larger than") {
 				t.Errorf("100 MB POST /mcp (Content-Length given: %v): %d %s, want 413 saying the limit", declared, resp.StatusCode, msg)
 			}
+			t.Logf("100 MB POST /mcp (Content-Length given: %v): %d; RSS now %d kB", declared, resp.StatusCode, procStatus(t, d.pid, "VmRSS"))
 		}
 		after := procStatus(t, d.pid, "VmRSS")
 		t.Logf("RSS before %d kB, after two 100 MB bodies %d kB: growth %d kB", before, after, after-before)
