@@ -267,6 +267,10 @@ func (a *app) Close() error {
 // outcomeOf is a scored episode as the recorder writes it into episode.json.
 func outcomeOf(ep *control.Episode) *record.Outcome {
 	out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
+	if ep.Interruption != "" {
+		// Cut short, not finished: a dataset marks it truncated.
+		out.Done, out.Interrupted = false, ep.Interruption
+	}
 	for _, r := range ep.Reasons {
 		out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
 	}

@@ -193,6 +193,16 @@ func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, status, fmt.Sprintf("reset desktop %d for the lease: %v", idx, err))
 		return
 	}
+	if r.Context().Err() != nil {
+		// The client went away while the desktop was reset (the reset
+		// ran to its end all the same): nobody will learn this lease's
+		// id, so the desktop goes back to the pool, no token minted.
+		p.mu.Lock()
+		p.busy[idx] = ""
+		p.mu.Unlock()
+		p.log.Info("lease abandoned by its client during the reset; desktop back in the pool", "desktop", idx)
+		return
+	}
 	base := "/d/" + strconv.Itoa(idx)
 	l.Base, l.MCP, l.Page, l.Control = base+"/", base+"/mcp", base+"/", base+"/api/"
 	if !p.local {
@@ -276,21 +286,30 @@ func (p *pool) desktops(w http.ResponseWriter, r *http.Request) {
 	writeJSONTo(w, http.StatusOK, map[string]any{"desktops": out})
 }
 
-// health is healthy when every desktop's X server answers.
+// health is healthy when every desktop's X server answers and its window
+// manager is up; details say, per desktop, what died and when.
 func (p *pool) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
+	type deskFaults struct {
+		Desktop int `json:"desktop"`
+		control.Faults
+	}
 	var bad []string
+	faults := make([]deskFaults, len(p.apps))
 	for i, a := range p.apps {
-		if err := a.display.Health(ctx); err != nil {
+		f, err := a.control.Health(ctx)
+		faults[i] = deskFaults{Desktop: i, Faults: f}
+		if err != nil {
 			bad = append(bad, fmt.Sprintf("desktop %d: %v", i, err))
 		}
 	}
+	details := map[string]any{"desktops": faults}
 	if len(bad) > 0 {
-		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad})
+		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details})
 		return
 	}
-	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps)})
+	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details})
 }
 
 // Close stops every desktop.
