@@ -63,16 +63,33 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if err != nil {
 		return nil, err
 	}
+	if cfg.iso == nil {
+		// One desktop (pool mode decides for all its desktops at once).
+		iso, err := resolveIsolation(&cfg, 1, log)
+		if err != nil {
+			return nil, err
+		}
+		announceIsolation(iso, log)
+		cfg.iso = &iso
+		if iso.Separated {
+			cfg.session = iso.users[0]
+		}
+		a.cfg = cfg
+	}
 	home, err := cfg.desktopHome()
 	if err != nil {
 		return nil, err
 	}
 	w, h, depth, _ := cfg.screenSize()
-	a.display, err = display.Start(ctx, display.Config{
+	dcfg := display.Config{
 		Attach: cfg.Display, Width: w, Height: h, Depth: depth,
 		WindowManager: cfg.wm(), Apps: cfg.apps(), Home: home,
 		Logger: log, RestartOnCrash: true,
-	})
+	}
+	if cfg.session != nil {
+		dcfg.Credential, dcfg.User = cfg.session.credential(), cfg.session.Name
+	}
+	a.display, err = display.Start(ctx, dcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +155,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		Settle: deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
 		Logger: log, Home: home, Name: "deskenv", Version: version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
+		Isolation:   cfg.iso.detail(cfg.session),
 	}
 	if a.stream != nil {
 		ccfg.Viewers = func() int { return a.stream.Stats().Viewers }
@@ -157,6 +175,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if cfg.Desktops > 1 {
 		episodes = filepath.Join(episodes, filepath.Base(home))
 	}
+	warnReachable(&cfg, episodes, cfg.session, log)
 	a.rec, err = record.New(episodes, a.exec, a.shooter, a.capt, record.Options{
 		Logger: log,
 		Current: func() (record.EpisodeInfo, bool) {
@@ -284,17 +303,21 @@ func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
 	for _, name := range splitList(cfg.MCPTraits, ",") {
 		switch name {
 		case "bash":
-			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env()}
-			if os.Geteuid() == 0 {
-				// The image runs as the unprivileged desk user; a host
-				// run as root hands the agent a root shell.
-				a.log.Warn("--mcp-traits bash: deskenv runs as root, so the agent's commands run as root too; run it as an unprivileged user (the image's desk user) to contain them")
+			if err := cfg.sharedUserOK(name); err != nil {
+				return t, err
+			}
+			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env(), Credential: a.display.Credential()}
+			if a.display.Credential() == nil && os.Geteuid() == 0 {
+				a.log.Warn("--mcp-traits bash: the session runs as deskenv's user, root, so the agent's commands run as root too")
 			}
 			if a.auth.Local() {
 				a.log.Warn("--mcp-traits bash without tokens: every request to deskenv is allowed, so the agent's shell can reach the control plane (reset, scoring) on this machine; configure tokens to keep it out")
 			}
 		case "files":
-			t.Files = &mcpserver.FilesTrait{Home: home}
+			if err := cfg.sharedUserOK(name); err != nil {
+				return t, err
+			}
+			t.Files = &mcpserver.FilesTrait{Home: home, Owner: a.display.Credential()}
 		case "clipboard":
 			c, err := newDeskClipboard(a.display, a)
 			if err != nil {

@@ -36,6 +36,12 @@ type config struct {
 	Apps      string
 	Home      string
 
+	// SessionUser is who the desktop session runs as (pool mode: a prefix
+	// or a list); AllowSharedUser lets the bash and files traits run when
+	// the session cannot be separated from deskenv's own user.
+	SessionUser     string
+	AllowSharedUser bool
+
 	// agents
 	MCPTools    string
 	MCPTraits   string
@@ -77,6 +83,12 @@ type config struct {
 	// tokenFlags are the token flags given on the command line (not from
 	// the environment), which any local user can read in the process list.
 	tokenFlags []string
+
+	// session is this desktop's session user (nil: deskenv's own user) and
+	// iso how that was decided; pool mode sets both per desktop.
+	session *sessionUser
+	iso     *isolation
+
 	// tasks are --tasks once loaded: pool mode loads them once for all its
 	// desktops (and reports a bad file once, not once per desktop).
 	tasks       []*task.Task
@@ -134,6 +146,8 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.WM, "wm", "window manager command line; empty for none")
 	str(&c.Apps, "apps", "session apps started on the desktop, separated by ';' (e.g. \"xterm;mousepad\"); empty for none")
 	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: $XDG_DATA_HOME/deskenv/home, never your own home)")
+	str(&c.SessionUser, "session-user", "the user the desktop session (window manager, apps, bash trait) runs as, never deskenv's own; pool mode: a prefix (users PREFIX0, PREFIX1, ...) or one name per desktop, comma-separated. As root the default is "+defaultSessionUser+", created if missing")
+	fs.BoolVar(&c.AllowSharedUser, "allow-shared-user", c.AllowSharedUser, "allow the bash and files traits when the session cannot run as a user of its own (they would hand the agent deskenv's own user: its files, tasks and episodes)"+envNote("allow-shared-user"))
 
 	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
 	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: bash (shell commands as the desktop user), files (read, write, list in the desktop's home), clipboard (get and set its text)")
@@ -192,6 +206,9 @@ func parseConfig(name string, args []string, out io.Writer) (config, *flag.FlagS
 			c.tokenFlags = append(c.tokenFlags, "--"+name)
 		}
 	}
+	// Flags an earlier exec took off the command line (reexecWithoutTokens)
+	// were flags all the same.
+	c.tokenFlags = append(c.tokenFlags, scrubbedTokenFlags()...)
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || envErr != nil {
@@ -322,8 +339,16 @@ func (c *config) screenSize() (w, h, depth int, err error) {
 // desktopHome is the desktop user's home: --home, or a directory of its own.
 // Never the home of whoever runs deskenv: reset restores the desktop's home to
 // its baseline, deleting whatever the agent (or anyone) added there.
+//
+// When the session runs as a user of its own the default is
+// /var/lib/deskenv/homes/USER (deskenv's data directory may be in root's
+// home, which that user cannot enter), and the home is made that user's,
+// mode 0700.
 func (c *config) desktopHome() (string, error) {
 	home := c.Home
+	if home == "" && c.session != nil {
+		home = filepath.Join(sessionHomes, c.session.Name)
+	}
 	if home == "" {
 		base, err := dataDir()
 		if err != nil {
@@ -340,17 +365,33 @@ func (c *config) desktopHome() (string, error) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("--home %s: %w", home, err)
 	}
+	if c.session != nil {
+		if err := ownHome(home, c.session); err != nil {
+			return "", err
+		}
+	}
 	return home, nil
 }
 
 // episodesDir is --episodes, or a directory beside the desktop's home.
+//
+// A directory it has to make is made 0700: episodes (rewards included) are
+// deskenv's, not the desktop session's to read or rewrite. One that exists
+// keeps its mode (warnReachable says when the session can reach it).
 func (c *config) episodesDir() (string, error) {
 	if c.Episodes != "" {
+		if err := os.MkdirAll(c.Episodes, 0o700); err != nil {
+			return "", fmt.Errorf("--episodes %s: %w", c.Episodes, err)
+		}
 		return c.Episodes, nil
 	}
 	base, err := dataDir()
 	if err != nil {
 		return "", fmt.Errorf("no --episodes given: %w", err)
+	}
+	// deskenv's own directory: its user's alone.
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("no --episodes given, and deskenv's data directory: %w", err)
 	}
 	return filepath.Join(base, "episodes"), nil
 }

@@ -55,6 +55,7 @@ func startDeskenv(t *testing.T, args ...string) *deskenv {
 	if !strings.Contains(strings.Join(args, " "), "--addr") {
 		args = append([]string{"--addr", "127.0.0.1:0"}, args...)
 	}
+	reachableHomes(t, args)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	stderr, _ := cmd.StderrPipe()

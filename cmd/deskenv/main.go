@@ -31,6 +31,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "deskenv:", err)
 		os.Exit(1)
 	}
+	// Tokens given as flags are in /proc/PID/cmdline, which anyone on the
+	// machine can read: run again without them (they go over a pipe).
+	if err := reexecWithoutTokens(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "deskenv:", err)
+		os.Exit(1)
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 

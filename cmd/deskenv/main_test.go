@@ -263,6 +263,7 @@ func TestStdio(t *testing.T) {
 // args, and initializes an mcp-go client over its stdin and stdout.
 func stdioClient(t *testing.T, bin string, args ...string) *client.Client {
 	t.Helper()
+	reachableHomes(t, args)
 	tr := transport.NewStdio(bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, append([]string{"mcp", "--stdio"}, args...)...)
 	c := client.NewClient(tr)
 	if err := c.Start(t.Context()); err != nil {

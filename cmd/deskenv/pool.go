@@ -26,6 +26,7 @@ import (
 type pool struct {
 	log    *slog.Logger
 	apps   []*app
+	iso    isolation  // who the desktops' sessions run as, for /health
 	auth   *auth.Auth // the pool-wide tokens (operator, viewer)
 	local  bool
 	limits auth.Limits
@@ -75,11 +76,22 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 	if _, err := cfg.loadTasks(log); err != nil {
 		return nil, err
 	}
-	home, err := cfg.desktopHome()
+	// Every desktop's session runs as a user of its own, so desktops cannot
+	// read each other's homes or signal each other's programs.
+	iso, err := resolveIsolation(&cfg, cfg.Desktops, log)
 	if err != nil {
 		return nil, err
 	}
-	p := &pool{
+	announceIsolation(iso, log)
+	// With --home, desktop i's home is --home/d<i>; without it, each
+	// session user's own (desktopHome's default).
+	home := ""
+	if cfg.Home != "" || !iso.Separated {
+		if home, err = cfg.desktopHome(); err != nil {
+			return nil, err
+		}
+	}
+	p := &pool{iso: iso,
 		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(), leases: map[string]*lease{},
 		apps: make([]*app, cfg.Desktops), busy: make([]string, cfg.Desktops),
 	}
@@ -88,7 +100,13 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 	var wg sync.WaitGroup
 	for i := range cfg.Desktops {
 		dc := cfg
-		dc.Home = filepath.Join(home, "d"+strconv.Itoa(i))
+		dc.iso = &iso
+		if iso.Separated {
+			dc.session = iso.users[i]
+		}
+		if home != "" {
+			dc.Home = filepath.Join(home, "d"+strconv.Itoa(i))
+		}
 		if cfg.UDPPort > 0 {
 			// One UDP port per desktop: --udp-port is the first of N.
 			dc.UDPPort = cfg.UDPPort + i
@@ -276,11 +294,20 @@ func (p *pool) desktops(w http.ResponseWriter, r *http.Request) {
 		Display string `json:"display"`
 		Base    string `json:"base"`
 		Lease   string `json:"lease,omitempty"`
+		// XAuthority is the file with the display's X cookie (the
+		// session's copy), for an operator's X clients on this machine.
+		XAuthority string `json:"xauthority,omitempty"`
+		// SessionUser is who the desktop's programs run as.
+		SessionUser string `json:"session_user,omitempty"`
 	}
 	p.mu.Lock()
 	out := make([]desk, len(p.apps))
 	for i, a := range p.apps {
-		out[i] = desk{Index: i, Display: a.display.Name(), Base: "/d/" + strconv.Itoa(i) + "/", Lease: p.busy[i]}
+		out[i] = desk{Index: i, Display: a.display.Name(), Base: "/d/" + strconv.Itoa(i) + "/", Lease: p.busy[i],
+			XAuthority: a.display.XAuthority()}
+		if a.cfg.session != nil {
+			out[i].SessionUser = a.cfg.session.Name
+		}
 	}
 	p.mu.Unlock()
 	writeJSONTo(w, http.StatusOK, map[string]any{"desktops": out})
@@ -306,10 +333,10 @@ func (p *pool) health(w http.ResponseWriter, r *http.Request) {
 	}
 	details := map[string]any{"desktops": faults}
 	if len(bad) > 0 {
-		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details})
+		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details, "isolation": p.iso})
 		return
 	}
-	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details})
+	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details, "isolation": p.iso})
 }
 
 // Close stops every desktop.

@@ -78,13 +78,20 @@ func TestPool(t *testing.T) {
 
 	var desks struct {
 		Desktops []struct {
-			Index   int    `json:"index"`
-			Display string `json:"display"`
+			Index      int    `json:"index"`
+			Display    string `json:"display"`
+			XAuthority string `json:"xauthority"`
 		} `json:"desktops"`
 	}
 	if code := doJSON(t, "GET", base+"/desktops", testOperator, nil, &desks); code != 200 || len(desks.Desktops) != n {
 		t.Fatalf("GET /desktops: %d %+v", code, desks)
 	}
+	// Every display wants its cookie: the probes get all of them.
+	var files []string
+	for _, d := range desks.Desktops {
+		files = append(files, d.XAuthority)
+	}
+	useXAuthority(t, files...)
 	probes := make([]*xprobe.Probe, n)
 	for i, d := range desks.Desktops {
 		p, err := xprobe.Open(d.Display, xprobe.Options{})
