@@ -282,7 +282,6 @@ func TestIsolationAttacker(t *testing.T) {
 	}
 	epDir := epDirs[0]
 
-
 	pid := strconv.Itoa(d.pid)
 	nonzero := func(code int, _ string) bool { return code != 0 }
 	attempts := []attempt{
