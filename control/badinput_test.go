@@ -70,6 +70,8 @@ func TestBadInputRefused(t *testing.T) {
 		{"step: invalid UTF-8", "POST", "/step", stepArgs("computer", "{\"action\":\"type\",\"text\":\"a\xffb\"}"), 422, "not valid UTF-8"},
 		{"step: lone surrogate", "POST", "/step", stepArgs("type", `{"text":"\udc00"}`), 422, "unpaired UTF-16 surrogate"},
 		{"step: long tool name", "POST", "/step", stepArgs(long[:5000], `{}`), 422, "string_too_long"},
+		{"step: a value after the body", "POST", "/step", `{"action":{"type":"list_tools"}} {"x":1}`, 422, "json_invalid"},
+		{"oe reset: a value after the body", "POST", "/reset", `{"seed":1} junk`, 422, "json_invalid"},
 
 		// OpenEnv /step: the action, refused by the tool (an observation
 		// with its error).

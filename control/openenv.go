@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"io"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -54,6 +55,11 @@ func object(raw json.RawMessage) (map[string]any, bool) {
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	// One value and nothing after it, as OpenEnv's parser (pydantic's
+	// model_validate_json) demands: `{"type":"close"} junk` is not a message.
+	if _, err := dec.Token(); err != io.EOF {
 		return nil, false
 	}
 	m, ok := v.(map[string]any)
