@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,12 +21,10 @@ import (
 	"time"
 )
 
-// appliance runs the binary in single-desktop mode with a task whose setup
-// opens a window, recording into episodes; it returns the base URL and
-// deskenv's pid, and stops it with SIGTERM at the end of the test.
-func appliance(t *testing.T, episodes string) (string, int) {
+// windowTaskDir is a tasks directory with one task, own-window, whose
+// setup opens a window and waits for it: its reset takes a while.
+func windowTaskDir(t *testing.T) string {
 	t.Helper()
-	bin := buildBinary(t)
 	tasks := t.TempDir()
 	task := `{"id":"own-window","instruction":"x",
 		"setup":[{"type":"launch","argv":["xterm","-T","setup window"]},{"type":"wait_window","contains":"setup window"}],
@@ -33,6 +32,16 @@ func appliance(t *testing.T, episodes string) (string, int) {
 	if err := os.WriteFile(filepath.Join(tasks, "own-window.json"), []byte(task), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return tasks
+}
+
+// appliance runs the binary in single-desktop mode with a task whose setup
+// opens a window, recording into episodes; it returns the base URL and
+// deskenv's pid, and stops it with SIGTERM at the end of the test.
+func appliance(t *testing.T, episodes string) (string, int) {
+	t.Helper()
+	bin := buildBinary(t)
+	tasks := windowTaskDir(t)
 	// A home the session's own user can reach when deskenv runs as root
 	// and drops the session to another user.
 	base, err := os.MkdirTemp("", "deskenv-faults-")
@@ -152,6 +161,7 @@ func TestFaults(t *testing.T) {
 
 	for _, name := range []string{"openbox", "xterm"} {
 		t.Run("kill "+name, func(t *testing.T) {
+			h = health{}
 			doJSON(t, "GET", base+"/health?details=1", "", nil, &h)
 			victim := h.pidOf(name)
 			if victim == 0 {
@@ -159,6 +169,7 @@ func TestFaults(t *testing.T) {
 			}
 			syscall.Kill(victim, syscall.SIGKILL)
 			eventually(t, name+"'s restart in /health", func() bool {
+				h = health{}
 				doJSON(t, "GET", base+"/health?details=1", "", nil, &h)
 				for _, e := range h.Details.Restarts {
 					if e.PID == victim && e.Restarted && e.Process == name && e.Exited == "signal: killed" && !e.At.IsZero() {
@@ -216,6 +227,7 @@ func TestFaults(t *testing.T) {
 			t.Errorf("episode.json outcome %+v: want the interruption, not done", meta.Outcome)
 		}
 		eventually(t, "the X server's restart in /health", func() bool {
+			h = health{}
 			st := doJSON(t, "GET", base+"/health?details=1", "", nil, &h)
 			return st == 200 && h.Details.XServerRestarts == 1 && h.pidOf("openbox") != 0 && h.pidOf("xterm") != 0
 		})
@@ -265,4 +277,51 @@ func TestFaults(t *testing.T) {
 			t.Errorf("the reset after a cut one: %d", st)
 		}
 	})
+}
+
+// TestAbandonedLease cuts a lease request's client at 50 ms, during the
+// desktop's reset: nobody will learn that lease's id, so the desktop goes
+// back to the pool instead of staying leased for good.
+func TestAbandonedLease(t *testing.T) {
+	d := startDeskenv(t, "--desktops", "2", "--no-stream", "--operator-token", testOperator,
+		"--tasks", windowTaskDir(t), "--home", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.base+"/leases", strings.NewReader(`{"task_id":"own-window"}`))
+	req.Header.Set("Authorization", "Bearer "+testOperator)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("the lease answered within 50 ms (%d %s): nothing was cut", resp.StatusCode, b)
+	}
+	var desks struct {
+		Desktops []struct {
+			Lease string `json:"lease"`
+		} `json:"desktops"`
+	}
+	leased := func() int {
+		desks.Desktops = nil // "lease" is left out when empty: no stale value
+		doJSON(t, "GET", d.base+"/desktops", testOperator, nil, &desks)
+		n := 0
+		for _, k := range desks.Desktops {
+			if k.Lease != "" {
+				n++
+			}
+		}
+		return n
+	}
+	if leased() != 1 {
+		t.Fatalf("desktops %+v during the cut lease's reset: want one reserved", desks.Desktops)
+	}
+	eventually(t, "the desktop to go back to the pool", func() bool { return leased() == 0 })
+	var list struct {
+		Leases []struct {
+			ID string `json:"id"`
+		} `json:"leases"`
+	}
+	doJSON(t, "GET", d.base+"/leases", testOperator, nil, &list)
+	if len(list.Leases) != 0 {
+		t.Errorf("leases %+v: the abandoned lease was kept", list.Leases)
+	}
 }
