@@ -40,26 +40,46 @@ LABEL org.opencontainers.image.title="deskenv" \
 COPY scripts/install-deps.sh /usr/local/lib/deskenv/install-deps.sh
 RUN /usr/local/lib/deskenv/install-deps.sh runtime \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-# One unprivileged user owns the desktop. /home/desk is the desktop user's home,
-# restored to what the image ships on every reset; anything that must outlive
-# a reset (episodes) lives under /var/lib/deskenv instead. /tmp/.X11-unix is
-# made here, sticky and root-owned as X expects, so Xvfb running as desk does
-# not have to make its own.
-RUN groupadd --gid 1000 desk \
- && useradd --uid 1000 --gid 1000 --create-home --home-dir /home/desk --shell /bin/bash desk \
- && install -d -o desk -g desk -m 0755 /var/lib/deskenv /var/lib/deskenv/episodes \
+# Two kinds of users (docs/DEPLOY.md, "Users and capabilities"). deskenv runs
+# as deskenv and owns its state: the tasks (their evaluators and solutions),
+# the episodes, /var/lib/deskenv (0711: its own files in it are 0700). The
+# desktop session (window manager, apps, the bash trait, whatever the agent
+# starts) runs as desk, whose home /home/desk is restored to what the image
+# ships on every reset; pool mode runs desktop i as desk<i>, homes under
+# /var/lib/deskenv/homes. No session user can read deskenv's files, signal it,
+# or open another desktop's display. /tmp/.X11-unix is made here, sticky and
+# root-owned as X expects, so Xvfb running as deskenv does not make its own.
+RUN groupadd --gid 1000 deskenv \
+ && useradd --uid 1000 --gid 1000 --no-create-home --home-dir /var/lib/deskenv --shell /usr/sbin/nologin deskenv \
+ && groupadd --gid 1001 desk \
+ && useradd --uid 1001 --gid 1001 --create-home --home-dir /home/desk --shell /bin/bash desk \
+ && chmod 0700 /home/desk \
+ && for i in 0 1 2 3 4 5 6 7; do \
+      useradd --uid "$((2000 + i))" --user-group --no-create-home --home-dir "/var/lib/deskenv/homes/d$i" --shell /bin/bash "desk$i"; \
+    done \
+ && install -d -o deskenv -g deskenv -m 0711 /var/lib/deskenv /var/lib/deskenv/homes \
+ && install -d -o deskenv -g deskenv -m 0700 /var/lib/deskenv/episodes \
  && install -d -o root -g root -m 1777 /tmp/.X11-unix
 COPY tasks /usr/share/deskenv/tasks
 COPY --from=build /out/deskenv /usr/local/bin/deskenv
+# The tasks are deskenv's alone. The binary gets the capabilities it needs and
+# no more: setuid/setgid to start the session as desk, kill to stop desk's
+# programs on a reset, chown/fowner/dac_override to restore desk's home (files
+# of another user) to its baseline. They are file capabilities, so only this
+# binary holds them, and the session's programs (exec'd as desk) hold none.
+RUN chown -R deskenv:deskenv /usr/share/deskenv/tasks \
+ && chmod -R go-rwx /usr/share/deskenv/tasks \
+ && setcap cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+ep /usr/local/bin/deskenv
 
-USER desk
+USER deskenv
 WORKDIR /var/lib/deskenv
 # DESKENV_ADDR is deliberately unset: see the top of this file.
 # DESKENV_UDP_PORT puts all WebRTC media on the one published UDP port.
 # DESKENV_TASKS loads the example tasks; mount your own directory over it.
-ENV HOME=/home/desk \
+ENV HOME=/var/lib/deskenv \
     LANG=C.UTF-8 \
     DESKENV_HOME=/home/desk \
+    DESKENV_SESSION_USER=desk \
     DESKENV_TASKS=/usr/share/deskenv/tasks \
     DESKENV_EPISODES=/var/lib/deskenv/episodes \
     DESKENV_UDP_PORT=8443 \
@@ -73,6 +93,7 @@ HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
 # desktop apps leave behind (a browser's helpers, a terminal's background jobs),
 # which deskenv, waiting only for its own children, would leave as zombies.
 # `deskenv init` runs first, as PID 1, and replaces itself with tini after
-# moving the DESKENV_*_TOKEN variables onto a pipe deskenv reads once: the
-# desktop's programs run as desk too and could read /proc/1/environ.
+# moving the DESKENV_*_TOKEN variables onto a pipe deskenv reads once, so no
+# process started later (the desktop's programs run as desk, but a mistake in
+# that separation should not hand out tokens) finds them in /proc/1/environ.
 ENTRYPOINT ["/usr/local/bin/deskenv", "init", "--", "/usr/bin/tini", "--", "/usr/local/bin/deskenv"]

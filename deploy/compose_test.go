@@ -114,8 +114,12 @@ func TestComposeService(t *testing.T) {
 		{"at least 512 MB of /dev/shm for Chromium", svc.ShmSize >= 512<<20, svc.ShmSize},
 		{"health check is the image's", svc.HealthCheck != nil && slices.Equal([]string(svc.HealthCheck.Test), append([]string{"CMD"}, l.health...)), svc.HealthCheck},
 		{"episodes on a volume at the image's DESKENV_EPISODES", slices.Contains(volumeTargets, episodes), volumeTargets},
-		{"all capabilities dropped", slices.Contains(svc.CapDrop, "ALL"), svc.CapDrop},
-		{"no new privileges", slices.Contains(svc.SecurityOpt, "no-new-privileges:true"), svc.SecurityOpt},
+		{"all capabilities dropped but the binary's file capabilities", slices.Contains(svc.CapDrop, "ALL") && func() bool {
+			got := slices.Clone([]string(svc.CapAdd))
+			slices.Sort(got)
+			return slices.Equal(got, sessionCaps)
+		}(), svc.CapAdd},
+		{"no no-new-privileges: the file capabilities that start the desktop as its own user must apply", !slices.Contains(svc.SecurityOpt, "no-new-privileges:true"), svc.SecurityOpt},
 		{"not privileged, no host network", !svc.Privileged && svc.NetworkMode != "host", svc.NetworkMode},
 		{"no listen address: tokens open it to the network", svc.Environment["DESKENV_ADDR"] == nil, svc.Environment["DESKENV_ADDR"]},
 	}

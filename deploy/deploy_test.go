@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,6 +235,8 @@ func TestParseDockerfile(t *testing.T) {
 type imageLayout struct {
 	user       string
 	uid        int
+	uids       map[string]int // every user useradd makes with a literal --uid
+	runs       []string       // the RUN commands, continuations joined
 	workdir    string
 	env        [][2]string
 	entrypoint []string
@@ -257,7 +260,7 @@ func readLayout(t testing.TB) imageLayout {
 	t.Helper()
 	df := readDockerfile(t)
 	st := df.final()
-	var l imageLayout
+	l := imageLayout{uids: map[string]int{}}
 	var err error
 	if l.env, err = st.env(); err != nil {
 		t.Fatal(err)
@@ -280,8 +283,14 @@ func readLayout(t testing.TB) imageLayout {
 	for _, in := range st.instr {
 		switch in.cmd {
 		case "RUN":
-			if m := uidRE.FindStringSubmatch(in.args); m != nil && m[2] == l.user {
-				l.uid, _ = strconv.Atoi(m[1])
+			l.runs = append(l.runs, in.args)
+			for _, part := range strings.Split(in.args, "&&") {
+				if m := uidRE.FindStringSubmatch(part); m != nil {
+					l.uids[m[2]], _ = strconv.Atoi(m[1])
+				}
+			}
+			if uid, ok := l.uids[l.user]; ok {
+				l.uid = uid
 			}
 		case "COPY":
 			if from, _ := in.flag("from"); from != "" && strings.HasSuffix(destination(in), "/deskenv") {
@@ -307,7 +316,17 @@ func TestImageLayout(t *testing.T) {
 		ok   bool
 		why  string
 	}{
-		{"user is desk, created with uid 1000", l.user == "desk" && l.uid == 1000, "USER " + l.user + ", useradd --uid " + strconv.Itoa(l.uid)},
+		{"deskenv runs as deskenv, created with uid 1000", l.user == "deskenv" && l.uid == 1000, "USER " + l.user + ", useradd --uid " + strconv.Itoa(l.uid)},
+		{"the session runs as a user of its own, not deskenv's, whose home is the desktop's",
+			env("DESKENV_SESSION_USER") != "" && env("DESKENV_SESSION_USER") != l.user && l.uids[env("DESKENV_SESSION_USER")] > 0 &&
+				l.uids[env("DESKENV_SESSION_USER")] != l.uid && env("DESKENV_HOME") == "/home/"+env("DESKENV_SESSION_USER"),
+			"DESKENV_SESSION_USER=" + env("DESKENV_SESSION_USER") + " DESKENV_HOME=" + env("DESKENV_HOME") + fmt.Sprintf(" users %v", l.uids)},
+		{"the binary gets exactly the capabilities it needs, as file capabilities", slices.ContainsFunc(l.runs, func(r string) bool {
+			return strings.Contains(r, "setcap cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+ep "+l.binary)
+		}), "no RUN setcap cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+ep " + l.binary},
+		{"the tasks (evaluators, solutions) are deskenv's alone", slices.ContainsFunc(l.runs, func(r string) bool {
+			return strings.Contains(r, "chown -R "+l.user+":"+l.user+" "+env("DESKENV_TASKS")) && strings.Contains(r, "chmod -R go-rwx "+env("DESKENV_TASKS"))
+		}), "no RUN chown -R " + l.user + " and chmod -R go-rwx " + env("DESKENV_TASKS")},
 		{"entrypoint is deskenv init (tokens off PID 1's environment), then tini, then the binary",
 			len(l.entrypoint) == 6 && l.entrypoint[0] == l.binary && l.entrypoint[1] == "init" && l.entrypoint[2] == "--" &&
 				l.entrypoint[3] == "/usr/bin/tini" && l.entrypoint[4] == "--" && l.entrypoint[5] == l.binary,
@@ -317,7 +336,7 @@ func TestImageLayout(t *testing.T) {
 			"HEALTHCHECK " + strings.Join(l.health, " ") + ", EXPOSE " + strings.Join(l.expose, " ")},
 		{"the UDP port deskenv uses is exposed", env("DESKENV_UDP_PORT") != "" && slices.Contains(l.expose, env("DESKENV_UDP_PORT")+"/udp"),
 			"DESKENV_UDP_PORT=" + env("DESKENV_UDP_PORT") + ", EXPOSE " + strings.Join(l.expose, " ")},
-		{"HOME is the user's home and the desktop's", env("HOME") == "/home/"+l.user && env("DESKENV_HOME") == env("HOME"), "HOME=" + env("HOME") + " DESKENV_HOME=" + env("DESKENV_HOME")},
+		{"HOME is deskenv's own directory, the workdir, not the desktop's", env("HOME") == l.workdir && env("HOME") != env("DESKENV_HOME"), "HOME=" + env("HOME") + " DESKENV_HOME=" + env("DESKENV_HOME") + " WORKDIR " + l.workdir},
 		{"episodes live outside the desktop's home (reset restores home)", env("DESKENV_EPISODES") != "" && !strings.HasPrefix(env("DESKENV_EPISODES"), env("DESKENV_HOME")+"/") && strings.HasPrefix(env("DESKENV_EPISODES"), l.workdir+"/"),
 			"DESKENV_EPISODES=" + env("DESKENV_EPISODES") + " WORKDIR " + l.workdir},
 		{"workdir is outside the desktop's home", !strings.HasPrefix(l.workdir+"/", env("DESKENV_HOME")+"/"), "WORKDIR " + l.workdir},

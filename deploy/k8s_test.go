@@ -468,11 +468,21 @@ func checkSet(set *manifestSet, layout imageLayout, want setExpect) (problems []
 	if sc != nil && (sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault) {
 		errorf("pod seccompProfile %+v: want RuntimeDefault", sc.SeccompProfile)
 	}
+	// The binary's file capabilities (the Dockerfile's setcap) take effect
+	// only with privilege escalation allowed (no_new_privs unset) and the
+	// capabilities in the bounding set: exactly those, all others dropped.
 	csc := c.SecurityContext
-	if csc == nil || csc.AllowPrivilegeEscalation == nil || *csc.AllowPrivilegeEscalation ||
-		csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") || len(csc.Capabilities.Add) > 0 ||
+	var added []string
+	if csc != nil && csc.Capabilities != nil {
+		for _, c := range csc.Capabilities.Add {
+			added = append(added, string(c))
+		}
+	}
+	slices.Sort(added)
+	if csc == nil || csc.AllowPrivilegeEscalation == nil || !*csc.AllowPrivilegeEscalation ||
+		csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") || !slices.Equal(added, sessionCaps) ||
 		(csc.Privileged != nil && *csc.Privileged) {
-		errorf("container securityContext %+v: want allowPrivilegeEscalation false, all capabilities dropped, none added, not privileged", csc)
+		errorf("container securityContext %+v: want all capabilities dropped but %v added (the binary's file capabilities, to run the desktop as its own user), allowPrivilegeEscalation true for them to apply, not privileged", csc, sessionCaps)
 	}
 	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		errorf("automountServiceAccountToken must be false: agents run programs on the desktop")
@@ -628,6 +638,10 @@ func TestDecodeManifestsStrict(t *testing.T) {
 
 // TestCheckSetCatches breaks the base one way at a time and expects the
 // cross-checks to say so: a check that never fires protects nothing.
+// sessionCaps are the capabilities the container adds, sorted: the ones the
+// Dockerfile's setcap gives the binary (docs/DEPLOY.md says why each).
+var sessionCaps = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "KILL", "SETGID", "SETUID"}
+
 func TestCheckSetCatches(t *testing.T) {
 	layout := readLayout(t)
 	ctr := func(s *manifestSet) *corev1.Container { return &s.statefulSets[0].Spec.Template.Spec.Containers[0] }
@@ -668,8 +682,11 @@ func TestCheckSetCatches(t *testing.T) {
 		{"memory limit under /dev/shm", func(s *manifestSet) { ctr(s).Resources.Limits[corev1.ResourceMemory] = resource.MustParse("512Mi") }, "must exceed the /dev/shm"},
 		{"root allowed", func(s *manifestSet) { pod(s).SecurityContext.RunAsNonRoot = &no }, "runAsNonRoot"},
 		{"uid 0", func(s *manifestSet) { pod(s).SecurityContext.RunAsUser = &root }, "runAsUser"},
-		{"privilege escalation", func(s *manifestSet) { ctr(s).SecurityContext.AllowPrivilegeEscalation = &yes }, "allowPrivilegeEscalation"},
-		{"a capability added", func(s *manifestSet) { ctr(s).SecurityContext.Capabilities.Add = []corev1.Capability{"SYS_ADMIN"} }, "none added"},
+		{"no privilege escalation: the file capabilities do not apply", func(s *manifestSet) { ctr(s).SecurityContext.AllowPrivilegeEscalation = &no }, "allowPrivilegeEscalation"},
+		{"a capability more", func(s *manifestSet) {
+			ctr(s).SecurityContext.Capabilities.Add = append(ctr(s).SecurityContext.Capabilities.Add, "SYS_ADMIN")
+		}, "capabilities dropped but"},
+		{"a capability missing", func(s *manifestSet) { ctr(s).SecurityContext.Capabilities.Add = []corev1.Capability{"SETUID"} }, "capabilities dropped but"},
 		{"service account token", func(s *manifestSet) { pod(s).AutomountServiceAccountToken = nil }, "automountServiceAccountToken"},
 		{"service links", func(s *manifestSet) { pod(s).EnableServiceLinks = &yes }, "enableServiceLinks"},
 		{"host network", func(s *manifestSet) { pod(s).HostNetwork = true }, "host's network"},

@@ -24,10 +24,12 @@ func TestRuntimeLayout(t *testing.T) {
 	}
 	root := repoRoot(t)
 	l := readLayout(t)
-	home, _ := l.getenv("HOME")
+	home, _ := l.getenv("DESKENV_HOME")
+	session, _ := l.getenv("DESKENV_SESSION_USER")
 
 	args := []string{filepath.Join(root, "scripts", "check-runtime.sh"),
-		"--user", l.user, "--uid", strconv.Itoa(l.uid), "--home", home, "--workdir", l.workdir,
+		"--user", l.user, "--uid", strconv.Itoa(l.uid), "--workdir", l.workdir,
+		"--session-user", session, "--session-uid", strconv.Itoa(l.uids[session]), "--home", home,
 		"--addr", "127.0.0.1:" + strconv.Itoa(freePort(t, "tcp")),
 		"--udp-port", strconv.Itoa(freePort(t, "udp")),
 	}
@@ -64,7 +66,8 @@ func TestRuntimeLayout(t *testing.T) {
 	if err != nil {
 		t.Fatalf("check-runtime.sh: %v (its output is above)", err)
 	}
-	for _, want := range []string{"ok: /health is healthy", "ok: MCP screenshot is a 1280x800 PNG", "no process left", "PASS"} {
+	for _, want := range []string{"ok: /health is healthy", "ok: MCP screenshot is a 1280x800 PNG", "no process left", "PASS",
+		"cannot read the tasks or the episodes, signal deskenv", "or open the display without its cookie"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("check-runtime.sh passed without saying %q", want)
 		}

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Rebuilds the image's runtime layout on this Debian host and drives it, since no
 # container engine runs here: the same install script (runtime group), the same
-# unprivileged user, the same home and state directories, the same environment,
-# the same entrypoint (deskenv init, tini, then deskenv) and the same health check command as
-# the Dockerfile. Then it checks /health, takes one MCP screenshot over plain
-# HTTP (curl + JSON-RPC), stops the appliance with SIGTERM and checks that no
-# process is left. It undoes everything it created on the way out: the user
-# (only if it made it), directories, the binary.
+# two users (deskenv's own, and the desktop session's), the same home and state
+# directories and their modes, the same file capabilities on the binary, the
+# same environment, the same entrypoint (deskenv init, tini, then deskenv) and
+# the same health check command as the Dockerfile. Then it checks /health, that
+# the session user can reach neither the tasks, the episodes, deskenv itself nor
+# the display without its cookie, takes one MCP screenshot over plain HTTP (curl
+# + JSON-RPC), stops the appliance with SIGTERM and checks that no process is
+# left. It undoes everything it created on the way out: the users (only if it
+# made them), directories, the binary.
 #
 #   sudo scripts/check-runtime.sh [options]
 #
-#   --user NAME        the image's user (default desk)
+#   --user NAME        the image's user, deskenv's own (default deskenv)
 #   --uid N            its uid when it has to be created, if free (default 1000)
-#   --home DIR         its home and the desktop's home (default /home/NAME)
+#   --session-user NAME  the desktop session's user (default desk)
+#   --session-uid N    its uid when it has to be created, if free (default 1001)
+#   --home DIR         the session user's home, the desktop's (default /home/SESSION-USER)
 #   --workdir DIR      state directory, the image's WORKDIR (default /var/lib/deskenv)
 #   --env KEY=VALUE    the image's environment; repeat. Given once, replaces the
 #                      defaults below entirely (deploy/deploy_test.go passes the
@@ -29,18 +34,20 @@
 #                      keep it
 #   --keep             leave the user, directories and binary in place
 #
-# Needs root: it creates a user and runs a process as that user. Exits 0 when
+# Needs root: it creates users and runs a process as one of them. Exits 0 when
 # every check passed; otherwise prints what failed, and the appliance's log.
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
-user=desk uid=1000 home="" workdir=/var/lib/deskenv addr=127.0.0.1:18080 udp_port=18443 bin="" keep=0
+user=deskenv uid=1000 suser=desk suid=1001 home="" workdir=/var/lib/deskenv addr=127.0.0.1:18080 udp_port=18443 bin="" keep=0
 browser_task=browser-about own_user=0
 envs=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --user) user="$2"; shift 2 ;;
     --uid) uid="$2"; shift 2 ;;
+    --session-user) suser="$2"; shift 2 ;;
+    --session-uid) suid="$2"; shift 2 ;;
     --home) home="$2"; shift 2 ;;
     --workdir) workdir="$2"; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
@@ -50,14 +57,14 @@ while [ $# -gt 0 ]; do
     --browser-task) browser_task="$2"; shift 2 ;;
     --own-user) own_user=1; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) echo "check-runtime: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-home="${home:-/home/$user}"
+home="${home:-/home/$suser}"
 if [ ${#envs[@]} -eq 0 ]; then
   # The Dockerfile's ENV, for running this script by hand.
-  envs=(HOME="$home" LANG=C.UTF-8 DESKENV_HOME="$home" DESKENV_TASKS=/usr/share/deskenv/tasks
+  envs=(HOME="$workdir" LANG=C.UTF-8 DESKENV_HOME="$home" DESKENV_SESSION_USER="$suser" DESKENV_TASKS=/usr/share/deskenv/tasks
         DESKENV_EPISODES="$workdir/episodes" DESKENV_UDP_PORT=8443 DESKENV_LOG_FORMAT=json)
 fi
 
@@ -65,7 +72,7 @@ say() { echo "check-runtime: $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
 
 if [ "$(id -u)" -ne 0 ]; then
-  say "FAIL: must run as root: it creates the user '$user' and runs deskenv as that user, as the image does (try: sudo $0)"
+  say "FAIL: must run as root: it creates the users '$user' and '$suser' and runs deskenv as '$user', as the image does (try: sudo $0)"
   exit 2
 fi
 case "$addr" in
@@ -89,7 +96,8 @@ undo+=("rm -rf '$tmp'")
 leftovers() {
   local p
   for p in /proc/[0-9]*; do
-    [ "$(stat -c %u "$p" 2>/dev/null)" = "$run_uid" ] || continue
+    local owner; owner="$(stat -c %u "$p" 2>/dev/null)"
+    [ "$owner" = "$run_uid" ] || [ "$owner" = "${session_uid:-none}" ] || continue
     if [ "$created_user" = 1 ] || tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "$marker"; then
       echo "${p#/proc/} $(tr '\0' ' ' < "$p/cmdline" 2>/dev/null | cut -c1-80)"
     fi
@@ -125,67 +133,94 @@ trap 'exit 130' INT TERM
 
 # 1. Packages: the same script and group as the image's runtime stage.
 "$repo/scripts/install-deps.sh" runtime
-for cmd in Xvfb openbox xterm tini curl setpriv; do
+for cmd in Xvfb openbox xterm tini curl setpriv setcap xdpyinfo; do
   command -v "$cmd" >/dev/null || fail "$cmd is not installed (install-deps.sh runtime should have brought it, curl and setpriv come with Debian)"
 done
 command -v jq >/dev/null || fail "jq is needed to read JSON-RPC answers: apt-get install jq"
 
-# 2. The user, as the Dockerfile makes it.
+# 2. The users, as the Dockerfile makes them: deskenv's own (no home of its
+# own: the state directory), and the session's, whose home is the desktop's.
 created_user=0
+# make_user NAME UID HOME SHELL CREATE_HOME: creates the user unless it exists;
+# sets made=1 when it did.
+make_user() {
+  local name="$1" want_uid="$2" uhome="$3" shell="$4" create="$5" uid_opt=()
+  made=0
+  if id "$name" >/dev/null 2>&1; then return; fi
+  if [ "$create" = 1 ] && [ -e "$uhome" ]; then fail "$uhome exists but user '$name' does not: remove it or pass --home"; fi
+  if getent passwd "$want_uid" >/dev/null || getent group "$want_uid" >/dev/null; then
+    say "uid/gid $want_uid is taken on this host ($(getent passwd "$want_uid" | cut -d: -f1)): letting useradd pick one (the image uses $want_uid)"
+    uid_opt=(--user-group)
+  else
+    groupadd --gid "$want_uid" "$name"
+    undo+=("groupdel '$name' 2>/dev/null || true")
+    uid_opt=(--uid "$want_uid" --gid "$want_uid")
+  fi
+  local home_opt=(--no-create-home)
+  [ "$create" = 1 ] && home_opt=(--create-home)
+  useradd "${uid_opt[@]}" "${home_opt[@]}" --home-dir "$uhome" --shell "$shell" "$name"
+  undo+=("userdel '$name' 2>/dev/null; true")
+  [ "$create" = 1 ] && undo+=("rm -rf '$uhome'")
+  made=1
+  say "created user '$name' (uid $(id -u "$name"))"
+}
 if [ "$own_user" = 1 ]; then
   id "$user" >/dev/null 2>&1 || fail "--own-user: there is no user '$user'"
-  [ -d "$home" ] || fail "--own-user: $user's home $home does not exist"
-  created_user=1 # for the checks: every process and file of the user is this run's
-  say "using the image's user '$user' (uid $(id -u "$user")) and its home $home"
-elif id "$user" >/dev/null 2>&1; then
-  say "user '$user' exists already: using it, and leaving it in place"
-  if [ "$home" = "/home/$user" ] && [ -d "$home" ]; then
+  id "$suser" >/dev/null 2>&1 || fail "--own-user: there is no user '$suser'"
+  [ -d "$home" ] || fail "--own-user: $suser's home $home does not exist"
+  created_user=1 # for the checks: every process and file of the users is this run's
+  say "using the image's users '$user' (uid $(id -u "$user")) and '$suser' (uid $(id -u "$suser")), home $home"
+else
+  make_user "$user" "$uid" "$workdir" /usr/sbin/nologin 0; made_user=$made
+  if id "$suser" >/dev/null 2>&1 && [ "$home" = "/home/$suser" ] && [ -d "$home" ]; then
     # Someone's real home: the desktop must not litter it.
     home="$tmp/home"
-    install -d -o "$user" -g "$(id -gn "$user")" -m 0755 "$home"
-    say "using $home as the desktop's home, not $user's own"
-    envs=("${envs[@]/#HOME=*/HOME=$home}")
+    install -d -o "$suser" -g "$(id -gn "$suser")" -m 0700 "$home"
+    say "user '$suser' exists: using $home as the desktop's home, not $suser's own"
     envs=("${envs[@]/#DESKENV_HOME=*/DESKENV_HOME=$home}")
   fi
-else
-  [ -e "$home" ] && fail "$home exists but user '$user' does not: remove it or pass --home"
-  uid_opt=()
-  if getent passwd "$uid" >/dev/null || getent group "$uid" >/dev/null; then
-    say "uid/gid $uid is taken on this host ($(getent passwd "$uid" | cut -d: -f1)): letting useradd pick one (the image uses $uid)"
-  else
-    uid_opt=(--uid "$uid" --gid "$uid")
-    groupadd --gid "$uid" "$user"
-    undo+=("groupdel '$user' 2>/dev/null || true")
-  fi
-  if [ ${#uid_opt[@]} -eq 0 ]; then
-    useradd --user-group --create-home --home-dir "$home" --shell /bin/bash "$user"
-  else
-    useradd "${uid_opt[@]}" --create-home --home-dir "$home" --shell /bin/bash "$user"
-  fi
-  created_user=1
-  undo+=("userdel --remove '$user' 2>/dev/null; rm -rf '$home'")
-  say "created user '$user' (uid $(id -u "$user")) with home $home"
+  make_user "$suser" "$suid" "$home" /bin/bash 1; made_suser=$made
+  if [ "$made_user" = 1 ] && [ "$made_suser" = 1 ]; then created_user=1; fi
+  [ "$created_user" = 1 ] || say "a user existed already: using it, and leaving it in place"
 fi
 run_uid="$(id -u "$user")"
 run_gid="$(id -g "$user")"
+session_uid="$(id -u "$suser")"
+session_gid="$(id -g "$suser")"
+[ "$run_uid" != "$session_uid" ] || fail "'$user' and '$suser' are the same user (uid $run_uid)"
+# The home is the session's own: 0700, as the Dockerfile leaves it.
+chown "$suser:$(id -gn "$suser")" "$home"
+chmod 0700 "$home"
 
 # 3. Directories, owned as in the image.
-mkdir_owned() { # dir owner
+mkdir_owned() { # dir owner mode
+  if [ -e "$1" ] && [ "$own_user" != 1 ]; then
+    # Left by someone else (deskenv run as root makes /var/lib/deskenv/homes):
+    # set aside for this run, put back after it.
+    mv "$1" "$1.check-runtime-$$"
+    undo+=("rm -rf '$1'; mv '$1.check-runtime-$$' '$1'")
+  fi
   if [ ! -e "$1" ]; then
-    install -d -o "$2" -g "$2" -m 0755 "$1"
-    undo+=("rm -rf '$1'")
+    install -d -o "$2" -g "$2" -m "$3" "$1"
+    [ "$own_user" = 1 ] || undo+=("rm -rf '$1'")
   fi
 }
-mkdir_owned "$workdir" "$user"
-mkdir_owned "$workdir/episodes" "$user"
-[ -w "$workdir" ] || fail "$workdir is not writable"
+mkdir_owned "$workdir" "$user" 0711
+mkdir_owned "$workdir/homes" "$user" 0711
+mkdir_owned "$workdir/episodes" "$user" 0700
+tasks_dir=""
 for kv in "${envs[@]}"; do
-  if [ "${kv%%=*}" = DESKENV_TASKS ] && [ ! -e "${kv#*=}" ]; then
-    parent="$(dirname "${kv#*=}")"
-    [ -e "$parent" ] || { mkdir -p "$parent"; undo+=("rm -rf '$parent'"); }
-    cp -r "$repo/tasks" "${kv#*=}"
-    chmod -R a+rX "${kv#*=}"
-    undo+=("rm -rf '${kv#*=}'")
+  if [ "${kv%%=*}" = DESKENV_TASKS ]; then
+    tasks_dir="${kv#*=}"
+    if [ ! -e "$tasks_dir" ]; then
+      parent="$(dirname "$tasks_dir")"
+      [ -e "$parent" ] || { mkdir -p "$parent"; undo+=("rm -rf '$parent'"); }
+      cp -r "$repo/tasks" "$tasks_dir"
+      undo+=("rm -rf '$tasks_dir'")
+    fi
+    # As the Dockerfile leaves them: deskenv's alone.
+    chown -R "$user:$(id -gn "$user")" "$tasks_dir"
+    chmod -R go-rwx "$tasks_dir"
   fi
 done
 
@@ -193,12 +228,15 @@ done
 if [ -z "$bin" ]; then
   say "building deskenv"
   (cd "$repo" && CGO_ENABLED=1 go build -trimpath -o "$tmp/deskenv" ./cmd/deskenv)
-  bin="$tmp/deskenv"
-elif ! setpriv --reuid="$(id -u "$user")" --regid="$(id -g "$user")" --init-groups test -x "$bin"; then
-  # Out of the user's reach (a private build directory): run a copy.
-  cp "$bin" "$tmp/deskenv"; bin="$tmp/deskenv"
+elif [ "$own_user" != 1 ]; then
+  cp "$bin" "$tmp/deskenv"
 fi
+[ "$own_user" = 1 ] && [ -n "$bin" ] || bin="$tmp/deskenv"
 chmod 0755 "$bin"
+# The file capabilities the Dockerfile gives the binary: deskenv switches to
+# the session user with them, and needs nothing else.
+caps=cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+ep
+setcap "$caps" "$bin" || fail "setcap $caps $bin failed (the filesystem of $tmp may not keep extended attributes)"
 
 # 5. Run it as the user, with only the image's environment, under tini.
 as_user=(setpriv --reuid="$run_uid" --regid="$run_gid" --init-groups)
@@ -207,7 +245,7 @@ run_env=(env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bi
 agent_token="agent-$RANDOM$RANDOM$RANDOM"
 operator_token="operator-$RANDOM$RANDOM$RANDOM"
 run_env+=(DESKENV_AGENT_TOKEN="$agent_token" DESKENV_OPERATOR_TOKEN="$operator_token")
-say "starting deskenv as $user (uid $run_uid) on $addr"
+say "starting deskenv as $user (uid $run_uid), the desktop as $suser (uid $session_uid), on $addr"
 (cd "$workdir" && exec "${as_user[@]}" "${run_env[@]}" "$bin" init -- tini -s -- "$bin") >"$tmp/deskenv.log" 2>&1 &
 app_pid=$!
 
@@ -245,9 +283,56 @@ done
 [ "$(stat -c %u "/proc/$xvfb")" = "$run_uid" ] || fail "Xvfb (pid $xvfb) does not run as $user"
 desktop_home="$(printf '%s\n' "${envs[@]}" | sed -n 's/^DESKENV_HOME=//p')"
 say "ok: deskenv (pid $deskenv_pid) and Xvfb (pid $xvfb) run as $user"
+n=0
+# shellcheck disable=SC2013 # words (PIDs), not lines
+for c in $(cat /proc/"$deskenv_pid"/task/*/children 2>/dev/null); do
+  case "$(cat "/proc/$c/comm" 2>/dev/null)" in
+    Xvfb) ;;
+    *) [ "$(stat -c %u "/proc/$c")" = "$session_uid" ] || fail "$(cat "/proc/$c/comm") (pid $c), a program of the desktop, does not run as $suser"
+       n=$((n+1)) ;;
+  esac
+done
+[ $n -gt 0 ] || fail "deskenv started no program of the desktop"
+say "ok: the desktop's $n programs run as $suser"
 
-# The tokens stay out of the agent's reach: the desktop's programs run as the
-# same user, so neither deskenv's environment nor theirs may show them.
+# The session user against deskenv's state and deskenv itself: what the agent
+# typing into the xterm could try.
+as_session=(setpriv --reuid="$session_uid" --regid="$session_gid" --clear-groups)
+episodes_dir="$(printf '%s\n' "${envs[@]}" | sed -n 's/^DESKENV_EPISODES=//p')"
+denied() { # what command...: the session user must fail at it
+  local what="$1"; shift
+  if "${as_session[@]}" "$@" >/dev/null 2>&1; then fail "$suser can $what ($*)"; fi
+}
+if [ -n "$tasks_dir" ]; then
+  denied "list the tasks" ls "$tasks_dir"
+  denied "read a task file (evaluator, solution)" sh -c "cat '$tasks_dir'/*.json"
+fi
+if [ -n "$episodes_dir" ]; then
+  denied "list the episodes" ls "$episodes_dir"
+  denied "write an episode" touch "$episodes_dir/forged"
+fi
+denied "signal deskenv" kill -0 "$deskenv_pid"
+denied "read deskenv's environment" cat "/proc/$deskenv_pid/environ"
+if "${as_session[@]}" cat "/proc/$deskenv_pid/cmdline" | tr '\0' '\n' | grep -q -- "-token\|$agent_token\|$operator_token"; then
+  fail "deskenv's command line, readable by $suser, holds a token"
+fi
+# The display: refused without the cookie, open with the session's copy.
+# shellcheck disable=SC2013 # words (PIDs), not lines
+xterm_pid="$(for c in $(cat /proc/"$deskenv_pid"/task/*/children); do [ "$(cat "/proc/$c/comm")" = xterm ] && echo "$c"; done | head -n1)"
+if [ -n "$xterm_pid" ]; then
+  dpy="$(tr '\0' '\n' < "/proc/$xterm_pid/environ" | sed -n 's/^DISPLAY=//p')"
+  xauth_file="$(tr '\0' '\n' < "/proc/$xterm_pid/environ" | sed -n 's/^XAUTHORITY=//p')"
+  [ -n "$xauth_file" ] || fail "the desktop's programs get no XAUTHORITY"
+  denied "open the display without its cookie" env DISPLAY="$dpy" XAUTHORITY=/dev/null HOME=/nonexistent xdpyinfo
+  "${as_session[@]}" env DISPLAY="$dpy" XAUTHORITY="$xauth_file" xdpyinfo >/dev/null 2>&1 ||
+    fail "$suser cannot open the display $dpy with its own cookie ($xauth_file)"
+  if env DISPLAY="$dpy" XAUTHORITY=/dev/null HOME=/nonexistent xdpyinfo >/dev/null 2>&1; then
+    fail "root, without the cookie, can open the display $dpy: X access control is off"
+  fi
+fi
+say "ok: $suser cannot read the tasks or the episodes, signal deskenv, read its environment or a token in its command line, or open the display without its cookie"
+
+# The tokens stay out of the agent's reach.
 if "${as_user[@]}" cat "/proc/$deskenv_pid/environ" >/dev/null 2>&1; then
   fail "$user can read deskenv's environment (/proc/$deskenv_pid/environ), tokens included"
 fi
@@ -305,18 +390,18 @@ if [ -n "$browser_task" ]; then
   for p in /proc/[0-9]*; do
     [ "$(cat "$p/comm" 2>/dev/null)" = chromium ] || continue
     tr '\0' '\n' < "$p/environ" 2>/dev/null | grep -qx "$marker" || continue
-    [ "$(stat -c %u "$p")" = "$run_uid" ] || fail "chromium (pid ${p#/proc/}) does not run as $user"
+    [ "$(stat -c %u "$p")" = "$session_uid" ] || fail "chromium (pid ${p#/proc/}) does not run as $suser"
     n=$((n+1))
   done
   [ $n -gt 0 ] || fail "task $browser_task is set up but no chromium of this run is found"
-  say "ok: task $browser_task opened its page in Chromium ($n processes, all $user's)"
+  say "ok: task $browser_task opened its page in Chromium ($n processes, all $suser's)"
 fi
 
 # The desktop's files belong to the user.
 if [ -n "$desktop_home" ] && [ -d "$desktop_home" ]; then
-  bad="$(find "$desktop_home" ! -uid "$run_uid" -print -quit)"
-  [ -z "$bad" ] || fail "$bad in the desktop's home is not owned by $user"
-  say "ok: everything under $desktop_home belongs to $user"
+  bad="$(find "$desktop_home" ! -uid "$session_uid" -print -quit)"
+  [ -z "$bad" ] || fail "$bad in the desktop's home is not owned by $suser"
+  say "ok: everything under $desktop_home belongs to $suser"
 fi
 
 # 7. Stop it as a container engine would, and look for leftovers.
@@ -337,10 +422,10 @@ if grep -q '"level":"WARN".*no tokens' "$tmp/deskenv.log"; then fail "deskenv wa
 # /dev/shm: anything this run wrote elsewhere would fail there.
 if [ "$created_user" = 1 ]; then
   written="$(find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path "$home" -o -path "$workdir" -o -path /tmp \) -prune \
-    -o -uid "$run_uid" -print 2>/dev/null | head -n 20)"
+    -o \( -uid "$run_uid" -o -uid "$session_uid" \) -print 2>/dev/null | { grep -v "^${tasks_dir:-/nonexistent}" || true; } | head -n 20)"
   [ -z "$written" ] || fail "wrote outside home, $workdir, /tmp and /dev/shm, which a read-only root filesystem refuses: $written"
   say "ok: wrote only to the home, $workdir, /tmp and /dev/shm (a read-only root filesystem holds)"
-  left_tmp="$(find /tmp /dev/shm -xdev -uid "$run_uid" 2>/dev/null | grep -v "^$tmp" | head -n 20 || true)"
+  left_tmp="$(find /tmp /dev/shm -xdev \( -uid "$run_uid" -o -uid "$session_uid" \) 2>/dev/null | grep -v "^$tmp" | head -n 20 || true)"
   if [ -n "$left_tmp" ]; then
     say "note: left behind in /tmp or /dev/shm after a clean stop (removed now):"; echo "$left_tmp" >&2
     echo "$left_tmp" | while read -r f; do rm -rf "$f"; done

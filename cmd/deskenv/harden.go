@@ -6,8 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// harden keeps the desktop's programs out of this process. They run as the
-// same user (the image's desk), so by default an agent's shell could read
+// harden keeps the desktop's programs out of this process. They run as a
+// user of their own when deskenv may switch users (isolation.go), which
+// keeps them out already; where they share deskenv's user (no privilege to
+// switch, --allow-shared-user) an agent's shell could otherwise read
 // /proc/PID/environ, where tokens given as DESKENV_* variables live, or
 // /proc/PID/mem, or ptrace deskenv. A process that is not dumpable has its
 // /proc files owned by root and refuses ptrace from its own user. Programs
