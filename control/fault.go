@@ -157,6 +157,9 @@ type Faults struct {
 	XServerRestarts int `json:"x_server_restarts"`
 	// Processes are the window manager and the apps as they are now.
 	Processes []display.Process `json:"processes"`
+	// Isolation says who the session runs as, or why it shares deskenv's
+	// user (Config.Isolation).
+	Isolation any `json:"isolation,omitempty"`
 }
 
 // Health checks the desktop: the X server answers within ctx and the
@@ -165,7 +168,7 @@ type Faults struct {
 // either way.
 func (c *Control) Health(ctx context.Context) (Faults, error) {
 	d := c.cfg.Display
-	f := Faults{Restarts: d.Exits(), XServerRestarts: d.Restarts(), Processes: d.Processes()}
+	f := Faults{Restarts: d.Exits(), XServerRestarts: d.Restarts(), Processes: d.Processes(), Isolation: c.cfg.Isolation}
 	if err := d.Health(ctx); err != nil {
 		return f, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 //go:embed openapi.json
@@ -116,6 +117,8 @@ func statusOf(err error) int {
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, ErrBadInput):
+		return http.StatusBadRequest
 	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownEpisode), errors.Is(err, ErrProdMode):
 		return http.StatusNotFound
 	case errors.Is(err, context.DeadlineExceeded):
@@ -137,10 +140,15 @@ func (c *Control) apiReset(w http.ResponseWriter, r *http.Request) {
 	}
 	var req ResetRequest
 	if len(bytes.TrimSpace(body)) > 0 {
+		if err := wire.CheckJSON(body); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v", err))
+			return
+		}
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %v (fields: task_id string, seed integer >= 0, episode_id string; all optional)", err))
+			// The decoder's message may quote an unknown field whole.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: %s (fields: task_id string, seed integer >= 0, episode_id string; all optional)", wire.Prefix(err.Error(), 200)))
 			return
 		}
 	}
@@ -230,6 +238,10 @@ func (c *Control) apiTasks(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiTask(w http.ResponseWriter, r *http.Request) {
+	if err := checkID("task id", r.PathValue("id")); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
 	t, err := c.Task(r.PathValue("id"))
 	if err != nil {
 		writeError(w, statusOf(err), err.Error())
@@ -245,7 +257,7 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: use a number >= 0 (0: all)", s))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %s: use a number >= 0 (0: all)", wire.Quote(s)))
 			return
 		}
 		limit = n
@@ -258,8 +270,12 @@ func (c *Control) apiEpisodes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
-	c.drainBus(r.Context()) // step counts include the action just taken
 	id := r.PathValue("id")
+	if err := checkID("episode id", id); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
+	c.drainBus(r.Context()) // step counts include the action just taken
 	if id == "current" {
 		if ep := c.Current(); ep != nil {
 			writeJSON(w, http.StatusOK, ep)
@@ -278,6 +294,10 @@ func (c *Control) apiEpisode(w http.ResponseWriter, r *http.Request) {
 
 func (c *Control) apiEnd(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if err := checkID("episode id", id); err != nil {
+		writeError(w, statusOf(err), err.Error())
+		return
+	}
 	if id == "current" {
 		id = ""
 	}
@@ -305,12 +325,9 @@ func (c *Control) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	body := map[string]any{"status": "healthy"}
-	if c.cfg.Isolation != nil {
-		body["isolation"] = c.cfg.Isolation
-	}
 	// OpenEnv's HealthResponse forbids extra fields, so a healthy answer
-	// carries what died and when only when asked (?details=1); an
-	// unhealthy one always says it.
+	// carries what died and when, and who the session runs as, only when
+	// asked (?details=1); an unhealthy one always says it.
 	faults, err := c.Health(ctx)
 	if d := r.URL.Query().Get("details"); err != nil || d == "1" || d == "true" {
 		body["details"] = faults
@@ -515,7 +532,7 @@ func (c *Control) step(ctx context.Context, a oeAction) (oeResult, error) {
 func (c *Control) callTool(ctx context.Context, name string, args json.RawMessage) oeCallTool {
 	obs := oeCallTool{ToolName: name}
 	if reservedTools[name] {
-		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%q is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", name)}
+		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%s is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", wire.Quote(name))}
 		return obs
 	}
 	res, err := c.cfg.Tools.CallTool(ctx, name, args)

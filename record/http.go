@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // Routes are the recording API's routes, for cmd to register behind the
@@ -76,10 +77,14 @@ func decodeBody(req *http.Request, v any) error {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil
 	}
+	if err := wire.CheckJSON(body); err != nil {
+		return fmt.Errorf("the request body: %w", err)
+	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("the request body must be a JSON object with the documented fields: %w", err)
+		// The decoder's message may quote an unknown field whole.
+		return fmt.Errorf("the request body must be a JSON object with the documented fields: %s", wire.Prefix(err.Error(), 200))
 	}
 	return nil
 }

@@ -399,11 +399,21 @@ func TestIsolationAttacker(t *testing.T) {
 		t.Errorf("A's agent token on B's control plane: %d, want a refusal", code)
 	}
 
-	// /health says the desktops are separated.
-	var health map[string]any
-	doJSON(t, "GET", d.base+"/d/0/health", "", nil, &health)
-	iso, _ := health["isolation"].(map[string]any)
-	if iso["separated"] != true || iso["session_user"] != a.SessionUser {
-		t.Errorf("/d/0/health isolation = %v, want separated as %s", health["isolation"], a.SessionUser)
+	// /health's details say the desktops are separated; the plain answer
+	// stays OpenEnv's exact shape.
+	var health struct {
+		Status  string `json:"status"`
+		Details struct {
+			Isolation map[string]any `json:"isolation"`
+		} `json:"details"`
+	}
+	doJSON(t, "GET", d.base+"/d/0/health?details=1", "", nil, &health)
+	if iso := health.Details.Isolation; iso["separated"] != true || iso["session_user"] != a.SessionUser {
+		t.Errorf("/d/0/health?details=1 isolation = %v, want separated as %s", iso, a.SessionUser)
+	}
+	var plain map[string]any
+	doJSON(t, "GET", d.base+"/d/0/health", "", nil, &plain)
+	if len(plain) != 1 || plain["status"] != "healthy" {
+		t.Errorf("/d/0/health = %v, want exactly {\"status\":\"healthy\"}", plain)
 	}
 }

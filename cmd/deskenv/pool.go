@@ -331,12 +331,12 @@ func (p *pool) health(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, fmt.Sprintf("desktop %d: %v", i, err))
 		}
 	}
-	details := map[string]any{"desktops": faults}
+	details := map[string]any{"desktops": faults, "isolation": p.iso}
 	if len(bad) > 0 {
-		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details, "isolation": p.iso})
+		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details})
 		return
 	}
-	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details, "isolation": p.iso})
+	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details})
 }
 
 // Close stops every desktop.
