@@ -57,6 +57,11 @@ type Limits struct {
 	// Write bounds a request of a route that is not Stream, from the moment
 	// it passes the door to the last byte of its answer (0: none).
 	Write time.Duration
+	// Refuse, if set, is asked about every request before anything else;
+	// an error refuses it with 403 and the error's words. cmd uses it to
+	// keep the desktop's own programs out by who they are, whatever token
+	// they may have found.
+	Refuse func(r *http.Request) error
 }
 
 // Route is one registration: what features hand to the Door.
@@ -69,6 +74,7 @@ type Route struct {
 // Door is the one piece of middleware in front of every route of the
 // appliance. For each request, in this order, it refuses with a JSON error:
 //
+//  0. a request Limits.Refuse refuses (the desktop's own programs): 403;
 //  1. a write (any method but GET, HEAD, OPTIONS) or websocket upgrade sent
 //     by a browser from another origin (Sec-Fetch-Site, else Origin against
 //     Host): 403. Without tokens any page the user visits could otherwise
@@ -227,6 +233,12 @@ type gate struct {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.limits.Refuse != nil {
+		if err := g.limits.Refuse(r); err != nil {
+			WriteError(w, http.StatusForbidden, err.Error())
+			return
+		}
+	}
 	upgrade := isUpgrade(r)
 	if err := sameOrigin(r, upgrade); err != nil {
 		WriteError(w, http.StatusForbidden, err.Error())

@@ -312,6 +312,9 @@ if [ -n "$episodes_dir" ]; then
   denied "write an episode" touch "$episodes_dir/forged"
 fi
 denied "signal deskenv" kill -0 "$deskenv_pid"
+# Even with a token it found, the port refuses the desktop's own programs.
+code="$("${as_session[@]}" curl -s -o /dev/null -w '%{http_code}' -m 5 -H "Authorization: Bearer $operator_token" "$url/api/tasks" || true)"
+[ "$code" = 403 ] || fail "$suser, with the operator token, reached the control plane: $code, want 403"
 denied "read deskenv's environment" cat "/proc/$deskenv_pid/environ"
 if "${as_session[@]}" cat "/proc/$deskenv_pid/cmdline" | tr '\0' '\n' | grep -q -- "-token\|$agent_token\|$operator_token"; then
   fail "deskenv's command line, readable by $suser, holds a token"
@@ -330,7 +333,7 @@ if [ -n "$xterm_pid" ]; then
     fail "root, without the cookie, can open the display $dpy: X access control is off"
   fi
 fi
-say "ok: $suser cannot read the tasks or the episodes, signal deskenv, read its environment or a token in its command line, or open the display without its cookie"
+say "ok: $suser cannot read the tasks or the episodes, reach deskenv's port, signal deskenv, read its environment or a token in its command line, or open the display without its cookie"
 
 # The tokens stay out of the agent's reach.
 if "${as_user[@]}" cat "/proc/$deskenv_pid/environ" >/dev/null 2>&1; then

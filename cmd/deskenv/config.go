@@ -314,7 +314,7 @@ func (c *config) validate() error {
 
 // limits are the front door's bounds on every request.
 func (c *config) limits() auth.Limits {
-	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout}
+	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout, Refuse: desktopRefusal(c.iso)}
 }
 
 func (c *config) screenSize() (w, h, depth int, err error) {

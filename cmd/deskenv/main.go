@@ -170,6 +170,8 @@ func newServer(cfg config, h http.Handler) *http.Server {
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		// The door asks who opened a connection (desktopRefusal).
+		ConnContext: withConn,
 	}
 }
 

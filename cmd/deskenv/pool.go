@@ -83,6 +83,7 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 		return nil, err
 	}
 	announceIsolation(iso, log)
+	cfg.iso = &iso // the door refuses every desktop's programs (cfg.limits)
 	// With --home, desktop i's home is --home/d<i>; without it, each
 	// session user's own (desktopHome's default).
 	home := ""

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+
+	"github.com/deskenv/deskenv/internal/peer"
+)
+
+// The desktop's own programs reach deskenv's port like any client: over
+// loopback, or the machine's own address. A token keeps them off the control
+// plane only if they cannot find one, and in local mode (no tokens, `make
+// run`) nothing would. So when the session runs as users of its own, the
+// front door refuses every connection one of those users opened, whatever
+// it carries: the grader and the reset are out of the agent's reach by who
+// it is, not by what it knows.
+
+// connKey carries a request's connection, for the owner lookup.
+type connKey struct{}
+
+// conn is one accepted connection; its owner is looked up once, on its
+// first request, not on accept (which would slow the accept loop).
+type conn struct {
+	c    net.Conn
+	once sync.Once
+	uid  uint32
+	err  error
+}
+
+func (c *conn) owner() (uint32, error) {
+	c.once.Do(func() { c.uid, c.err = peer.UID(c.c) })
+	return c.uid, c.err
+}
+
+// withConn is the server's ConnContext: each request can find its
+// connection.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, &conn{c: c})
+}
+
+// desktopRefusal refuses requests from the session users' own connections;
+// nil when the desktop shares deskenv's user (nothing to tell apart).
+func desktopRefusal(iso *isolation) func(*http.Request) error {
+	if iso == nil || !iso.Separated || len(iso.users) == 0 {
+		return nil
+	}
+	session := map[uint32]string{}
+	for _, u := range iso.users {
+		session[u.UID] = u.Name
+	}
+	return func(r *http.Request) error {
+		c, ok := r.Context().Value(connKey{}).(*conn)
+		if !ok {
+			return nil // not from our server (tests calling the handler)
+		}
+		uid, err := c.owner()
+		if errors.Is(err, peer.ErrNotLocal) {
+			return nil
+		}
+		if err != nil {
+			// Fail closed: a client we cannot place may be the desktop.
+			return fmt.Errorf("cannot tell which local user opened this connection, so it is refused: %w", err)
+		}
+		if name, ok := session[uid]; ok {
+			return fmt.Errorf("this connection comes from the desktop's own session (user %s): the desktop's programs cannot reach deskenv, whatever token they carry", name)
+		}
+		return nil
+	}
+}
