@@ -26,7 +26,7 @@ func TestRecordingMarker(t *testing.T) {
 	const op, viewer = "op-secret-0123456789", "viewer-secret-0123456789"
 	episodes := t.TempDir()
 	cmd := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:0", "--operator-token", op, "--viewer-token", viewer,
-		"--home", t.TempDir(), "--episodes", episodes, "--apps", "")
+		"--home", sessionHome(t), "--episodes", episodes, "--apps", "")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -40,12 +40,16 @@ func TestRecordingMarker(t *testing.T) {
 	})
 	ready := regexp.MustCompile(`deskenv is ready" url=(http://[^/ ]+)/`)
 	urls := make(chan string, 1)
+	var logs strings.Builder // read only after exited is closed
+	exited := make(chan struct{})
 	go func() {
+		defer close(exited)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
 				urls <- m[1]
 			}
+			logs.WriteString(sc.Text() + "\n")
 			if testing.Verbose() {
 				fmt.Fprintln(os.Stderr, sc.Text())
 			}
@@ -54,6 +58,8 @@ func TestRecordingMarker(t *testing.T) {
 	var base string
 	select {
 	case base = <-urls:
+	case <-exited:
+		t.Fatalf("the appliance exited before it was ready:\n%s", logs.String())
 	case <-time.After(time.Minute):
 		t.Fatal("the appliance did not become ready within a minute")
 	}

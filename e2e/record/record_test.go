@@ -233,7 +233,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	}
 
 	// The appliance's desktop: openbox and an xterm, a home of its own.
-	home := t.TempDir()
+	home := sessionHome(t)
 	st := startStack(ctx, t, home, tasks)
 	episodes := t.TempDir()
 	rec, err := record.New(episodes, st.exec, st.shooter, st.capt, record.Options{
@@ -344,7 +344,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	}
 
 	// Replay on a fresh desktop of the appliance's own making.
-	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", t.TempDir(),
+	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", sessionHome(t),
 		"--out", t.TempDir(), recEp.Dir())
 	replay.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	out, err := replay.CombinedOutput()
@@ -392,4 +392,29 @@ func windowCentre(ctx context.Context, t *testing.T, d *display.Display, title s
 		t.Fatalf("no window %q: %s", title, out)
 	}
 	return v["X"] + v["WIDTH"]/2, v["Y"] + v["HEIGHT"]/2
+}
+
+// sessionHome is a home the desktop's session user can reach: as root,
+// deskenv runs the session as a user of its own, and t.TempDir's parents
+// are closed to others (0700), so they are opened for traversal (o+x) only.
+// Its .bashrc sets one prompt whoever runs the shell: the recording's xterm
+// runs as this test's user, the replay's as deskenv's session user, and
+// bash's default prompt names the user (the screens would differ by it).
+func sessionHome(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("PS1='$ '\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		return home
+	}
+	for d := home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o011 != 0o011 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return home
 }
