@@ -310,7 +310,9 @@ func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
 			if a.display.Credential() == nil && os.Geteuid() == 0 {
 				a.log.Warn("--mcp-traits bash: the session runs as deskenv's user, root, so the agent's commands run as root too")
 			}
-			if a.auth.Local() {
+			if a.auth.Local() && a.display.Credential() == nil {
+				// A separated session is refused at the door by its user
+				// (desktopRefusal); a shared one only tokens keep out.
 				a.log.Warn("--mcp-traits bash without tokens: every request to deskenv is allowed, so the agent's shell can reach the control plane (reset, scoring) on this machine; configure tokens to keep it out")
 			}
 		case "files":
