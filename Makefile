@@ -5,6 +5,8 @@ GO      ?= go
 BIN     := bin/deskenv
 ARGS    ?=
 NPM_DIRS := e2e/mcp-ts e2e/browser e2e/record
+# staticcheck, pinned, fetched through the module proxy on first use.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean
 
@@ -37,6 +39,7 @@ npm:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 test: deps-test npm vet
 	$(GO) test -count=1 -timeout 30m ./...

@@ -2,7 +2,6 @@ package control
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -108,14 +107,6 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	r.srv = httptest.NewServer(r.c.Handler())
 	t.Cleanup(r.srv.Close)
 	return r
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }
 
 // windowClasses lists the desktop's windows by WM_CLASS.

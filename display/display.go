@@ -445,7 +445,7 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 	if fdR != nil {
 		n, err := readDisplayNumber(ctx, fdR, 10*time.Second)
 		if err != nil {
-			return fail(fmt.Errorf("Xvfb did not report its display number: %w", err))
+			return fail(fmt.Errorf("the X server (Xvfb) did not report its display number: %w", err))
 		}
 		num = n
 	}
@@ -458,7 +458,7 @@ func (d *Display) launchXvfb(ctx context.Context, num int) error {
 	}
 	conn, err := dialWait(ctx, name, 10*time.Second, done)
 	if err != nil {
-		return fail(fmt.Errorf("Xvfb %s: %w", name, err))
+		return fail(fmt.Errorf("the X server (Xvfb) on %s: %w", name, err))
 	}
 	d.mu.Lock()
 	d.name = name
@@ -529,7 +529,7 @@ func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
 	if cmd.ProcessState != nil {
 		state = cmd.ProcessState.String()
 	}
-	d.lastErr = fmt.Errorf("Xvfb exited unexpectedly (%s)", state)
+	d.lastErr = fmt.Errorf("the X server (Xvfb) exited unexpectedly (%s)", state)
 	exit := d.noteServerExit(cmd.Process.Pid, state)
 	conn := d.conn
 	d.conn = nil

@@ -123,7 +123,7 @@ func (c *Capturer) attachSHM() error {
 	if err := shm.AttachChecked(c.conn, seg, uint32(id), false).Check(); err != nil {
 		unix.SysvShmDetach(buf)
 		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
-		return fmt.Errorf("X server cannot attach the segment: %w", err)
+		return fmt.Errorf("the X server cannot attach the segment: %w", err)
 	}
 	// Both sides are attached: marking it removed now means the kernel frees
 	// it when the last one detaches, even if this process is killed.

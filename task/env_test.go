@@ -162,13 +162,6 @@ func TestCloseLaunched(t *testing.T) {
 	})
 }
 
-// owner is a selection owner of the test's own that answers (or ignores)
-// conversion requests, to test what xclip does not cover.
-type owner struct {
-	conn *xgb.Conn
-	win  xproto.Window
-}
-
 func newOwner(t *testing.T, d *display.Display, selection string, answer func(c *xgb.Conn, req xproto.SelectionRequestEvent)) {
 	t.Helper()
 	c, err := d.Dial()

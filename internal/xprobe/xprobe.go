@@ -63,7 +63,6 @@ type Probe struct {
 	perCode  byte
 	syncs    map[uint32]chan struct{}
 	nextSync atomic.Uint32
-	readErr  error
 	done     chan struct{}
 }
 
