@@ -67,7 +67,7 @@ func TestRuntimeLayout(t *testing.T) {
 		t.Fatalf("check-runtime.sh: %v (its output is above)", err)
 	}
 	for _, want := range []string{"ok: /health is healthy", "ok: MCP screenshot is a 1280x800 PNG", "no process left", "PASS",
-		"cannot read the tasks or the episodes, signal deskenv", "or open the display without its cookie"} {
+		"cannot read the tasks or the episodes, reach deskenv's port, signal deskenv", "or open the display without its cookie"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("check-runtime.sh passed without saying %q", want)
 		}
