@@ -144,6 +144,19 @@ func ParseAction(raw []byte) (Action, error) {
 	if a.Action == "" {
 		return a, fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
 	}
+	// A null field is taken as absent (harnesses fill unused fields with
+	// None), except a point or region the action would use: a click whose
+	// coordinate came out null (NaN in JavaScript) must not land wherever
+	// the pointer happens to be.
+	for _, f := range []struct {
+		name string
+		bit  int
+	}{{"coordinate", fCoord}, {"start_coordinate", fStart}, {"region", fRegion}} {
+		v, ok := fields[f.name]
+		if ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) && actionFields[a.Action].allowed&f.bit != 0 {
+			return a, fmt.Errorf("%s: %s is null: give it as numbers, or leave it out%s", a.Action, f.name, nullHint(f.bit))
+		}
+	}
 	if v, ok := get("coordinate"); ok {
 		if a.Coordinate, err = decodeInts("coordinate", v, 2, "[x, y]"); err != nil {
 			return a, err
@@ -584,4 +597,12 @@ func (a Action) String() string {
 		return a.Action
 	}
 	return string(b)
+}
+
+// nullHint says what leaving a null field out means.
+func nullHint(bit int) string {
+	if bit == fCoord {
+		return " (a click or scroll without it acts where the pointer is)"
+	}
+	return ""
 }

@@ -32,7 +32,9 @@ func TestParseAction(t *testing.T) {
 		{raw: `{"action":"screenshot"}`, want: Action{Action: "screenshot"}},
 		{raw: `{"action":"left_click","coordinate":[10,20]}`, want: Action{Action: "left_click", Coordinate: []int{10, 20}}},
 		{raw: `{"action":"left_click","coordinate":[10.0,20]}`, want: Action{Action: "left_click", Coordinate: []int{10, 20}}},
-		{raw: `{"action":"left_click","coordinate":null,"text":null}`, want: Action{Action: "left_click"}},
+		// Harnesses fill unused fields with None: absent, where unused.
+		{raw: `{"action":"screenshot","coordinate":null,"text":null,"region":null}`, want: Action{Action: "screenshot"}},
+		{raw: `{"action":"left_click","text":null}`, want: Action{Action: "left_click"}},
 		{raw: `{"action":"left_click","coordinate":[1,2],"key":"shift"}`, want: Action{Action: "left_click", Coordinate: []int{1, 2}, Key: "shift"}},
 		{raw: `{"action":"scroll","coordinate":[1,2],"scroll_direction":"down","scroll_amount":5}`,
 			want: Action{Action: "scroll", Coordinate: []int{1, 2}, ScrollDirection: "down", ScrollAmount: &amount}},
@@ -63,6 +65,9 @@ func TestParseAction(t *testing.T) {
 
 		// null is never 0: JavaScript sends NaN and Infinity as null.
 		{raw: `{"action":"left_click","coordinate":[null,null]}`, err: "got null at index 0"},
+		{raw: `{"action":"left_click","coordinate":null}`, err: "left_click: coordinate is null"},
+		{raw: `{"action":"left_click_drag","start_coordinate":null,"coordinate":[3,4]}`, err: "start_coordinate is null"},
+		{raw: `{"action":"zoom","region":null}`, err: "zoom: region is null"},
 		{raw: `{"action":"left_click","coordinate":[5,null]}`, err: "got null at index 1"},
 		{raw: `{"action":"left_click_drag","start_coordinate":[null,1],"coordinate":[3,4]}`, err: "start_coordinate must be an array of 2 non-negative integers [x, y], got null at index 0"},
 		{raw: `{"action":"zoom","region":[0,0,null,10]}`, err: "region must be an array of 4 non-negative integers [x0, y0, x1, y1], got null at index 2"},

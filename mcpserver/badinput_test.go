@@ -29,6 +29,7 @@ var badInputs = []struct {
 }{
 	{"null coordinate", "computer", `{"action":"left_click","coordinate":[null,null]}`, "got null at index 0"},
 	{"null y", "computer", `{"action":"mouse_move","coordinate":[10,null]}`, "got null at index 1"},
+	{"null point", "computer", `{"action":"left_click","coordinate":null}`, "coordinate is null"},
 	{"null start", "computer", `{"action":"left_click_drag","start_coordinate":[null,null],"coordinate":[5,5]}`, "start_coordinate must be an array"},
 	{"null region", "computer", `{"action":"zoom","region":[0,0,null,null]}`, "region must be an array"},
 	{"1e300 coordinate", "computer", `{"action":"left_click","coordinate":[1e300,1]}`, "got number 1e300"},
