@@ -24,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
@@ -83,8 +84,8 @@ type Config struct {
 	Capturer *deskimage.Capturer
 	Shooter  *deskimage.Shooter
 	Tasks    []*task.Task
-	Tools    Tools // nil: /step and /ws answer that no tools are wired
-	Auth     *Auth // nil: local mode, every request allowed
+	Tools    Tools      // nil: /step and /ws answer that no tools are wired
+	Auth     *auth.Auth // nil: local mode, every request allowed
 	// Settle is how the screen must settle before the first observation.
 	Settle deskimage.SettleOptions
 	Logger *slog.Logger

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	deskimage "github.com/deskenv/deskenv/image"
@@ -34,7 +35,7 @@ type rig struct {
 type rigOptions struct {
 	mode  Mode
 	tasks []*task.Task
-	auth  *Auth
+	auth  *auth.Auth
 	tools bool // wire the MCP server's tools
 	apps  [][]string
 	// restart brings the X server back when it dies, as the appliance

@@ -1,6 +1,10 @@
 package control
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/deskenv/deskenv/auth"
+)
 
 const (
 	agentTok    = "agent-token-0123456789"
@@ -10,9 +14,9 @@ const (
 
 // testAuth is an Auth with one token per role (the tests of roles and tokens
 // themselves are in package auth).
-func testAuth(t *testing.T) *Auth {
+func testAuth(t *testing.T) *auth.Auth {
 	t.Helper()
-	a, err := NewAuth(AuthConfig{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
+	a, err := auth.New(auth.Config{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
 	if err != nil {
 		t.Fatal(err)
 	}
