@@ -218,7 +218,9 @@ func (r *recorder) Write(b []byte) (int, error) {
 type roleKey struct{}
 
 // RoleFrom is the role the door let the request in with: RoleLocal in local
-// mode, "" on a Public route or a request that did not pass a door.
+// mode. On a Public route it is the role of a valid bearer token in the
+// Authorization header, if any, so a public answer can say more to those who
+// may know more; "" for everyone else and for a request that passed no door.
 func RoleFrom(ctx context.Context) Role {
 	r, _ := ctx.Value(roleKey{}).(Role)
 	return r
@@ -264,6 +266,9 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusForbidden, forbiddenText(role, g.policy.Roles))
 			return
 		}
+		ctx = context.WithValue(ctx, roleKey{}, role)
+	} else if role, err := g.auth.Check(bearer(r)); err == nil {
+		// Public: nobody is refused; a valid token only adds its role.
 		ctx = context.WithValue(ctx, roleKey{}, role)
 	}
 

@@ -327,9 +327,12 @@ func (c *Control) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"status": "healthy"}
 	// OpenEnv's HealthResponse forbids extra fields, so a healthy answer
 	// carries what died and when, and who the session runs as, only when
-	// asked (?details=1); an unhealthy one always says it.
+	// asked (?details=1); an unhealthy one always says it. Either way only
+	// to operators (local mode counts): /health is open to anyone, and
+	// process ids and user names are not anyone's business.
 	faults, err := c.Health(ctx)
-	if d := r.URL.Query().Get("details"); err != nil || d == "1" || d == "true" {
+	operator := auth.Allows(auth.RoleFrom(r.Context()), auth.RoleOperator)
+	if d := r.URL.Query().Get("details"); operator && (err != nil || d == "1" || d == "true") {
 		body["details"] = faults
 	}
 	if err != nil {

@@ -407,13 +407,23 @@ func TestIsolationAttacker(t *testing.T) {
 			Isolation map[string]any `json:"isolation"`
 		} `json:"details"`
 	}
-	doJSON(t, "GET", d.base+"/d/0/health?details=1", "", nil, &health)
+	doJSON(t, "GET", d.base+"/d/0/health?details=1", testOperator, nil, &health)
 	if iso := health.Details.Isolation; iso["separated"] != true || iso["session_user"] != a.SessionUser {
 		t.Errorf("/d/0/health?details=1 isolation = %v, want separated as %s", iso, a.SessionUser)
 	}
-	var plain map[string]any
-	doJSON(t, "GET", d.base+"/d/0/health", "", nil, &plain)
-	if len(plain) != 1 || plain["status"] != "healthy" {
-		t.Errorf("/d/0/health = %v, want exactly {\"status\":\"healthy\"}", plain)
+	// Anyone may ask /health; the details (pids, user names) are the
+	// operator's, and the plain answer stays OpenEnv's exact shape.
+	for _, tc := range []struct{ path, token string }{
+		{"/d/0/health", ""}, {"/d/0/health?details=1", ""}, {"/d/0/health?details=1", lease.AgentToken},
+		{"/health", ""}, {"/health?details=1", ""},
+	} {
+		var plain map[string]any
+		doJSON(t, "GET", d.base+tc.path, tc.token, nil, &plain)
+		if plain["status"] != "healthy" || plain["details"] != nil {
+			t.Errorf("GET %s (token %.8q): %v, want healthy without details", tc.path, tc.token, plain)
+		}
+		if tc.path == "/d/0/health" && len(plain) != 1 {
+			t.Errorf("/d/0/health = %v, want exactly {\"status\":\"healthy\"}", plain)
+		}
 	}
 }

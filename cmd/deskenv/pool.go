@@ -332,12 +332,18 @@ func (p *pool) health(w http.ResponseWriter, r *http.Request) {
 			bad = append(bad, fmt.Sprintf("desktop %d: %v", i, err))
 		}
 	}
-	details := map[string]any{"desktops": faults, "isolation": p.iso}
+	body := map[string]any{"status": "healthy", "desktops": len(p.apps)}
+	// /health is open to anyone; what runs, its pids and the session users'
+	// names only to operators (local mode counts).
+	if auth.Allows(auth.RoleFrom(r.Context()), auth.RoleOperator) {
+		body["details"] = map[string]any{"desktops": faults, "isolation": p.iso}
+	}
 	if len(bad) > 0 {
-		writeJSONTo(w, http.StatusServiceUnavailable, map[string]any{"status": "unhealthy", "errors": bad, "details": details})
+		body["status"], body["errors"] = "unhealthy", bad
+		writeJSONTo(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSONTo(w, http.StatusOK, map[string]any{"status": "healthy", "desktops": len(p.apps), "details": details})
+	writeJSONTo(w, http.StatusOK, body)
 }
 
 // Close stops every desktop.
