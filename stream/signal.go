@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/internal/wire"
 )
 
@@ -64,11 +65,11 @@ func (v *viewer) info() ViewerInfo {
 }
 
 // SignalHandler serves the signalling websocket (mounted at /stream/signal).
-// auth decides who may connect: it returns the role ("viewer", "operator", or
+// roleOf decides who may connect: it returns the role ("viewer", "operator", or
 // "local" for an appliance without tokens, which counts as operator) and
 // whether the link is view-only; an error refuses the connection with 401.
-// A nil auth lets everyone in as a viewer.
-func (s *Server) SignalHandler(auth func(r *http.Request) (role string, viewOnly bool, err error)) http.Handler {
+// A nil roleOf lets everyone in as a viewer.
+func (s *Server) SignalHandler(roleOf func(r *http.Request) (role string, viewOnly bool, err error)) http.Handler {
 	up := websocket.Upgrader{
 		ReadBufferSize:  4096,
 		WriteBufferSize: 4096,
@@ -77,11 +78,11 @@ func (s *Server) SignalHandler(auth func(r *http.Request) (role string, viewOnly
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		role, viewOnly := RoleViewer, false
-		if auth != nil {
+		if roleOf != nil {
 			var err error
-			role, viewOnly, err = auth(r)
+			role, viewOnly, err = roleOf(r)
 			if err != nil {
-				http.Error(w, "stream: "+err.Error(), http.StatusUnauthorized)
+				auth.WriteError(w, http.StatusUnauthorized, "stream: "+err.Error())
 				return
 			}
 		}
@@ -91,11 +92,11 @@ func (s *Server) SignalHandler(auth func(r *http.Request) (role string, viewOnly
 		case RoleViewer, "":
 			role = RoleViewer
 		default:
-			http.Error(w, fmt.Sprintf("stream: role %q may not watch the desktop: use a viewer or operator token", role), http.StatusForbidden)
+			auth.WriteError(w, http.StatusForbidden, fmt.Sprintf("stream: role %s may not watch the desktop: use a viewer or operator token", wire.Quote(role)))
 			return
 		}
 		if !websocket.IsWebSocketUpgrade(r) {
-			http.Error(w, "stream: this is the signalling websocket: connect with a websocket client (see docs/STREAM.md)", http.StatusBadRequest)
+			auth.WriteError(w, http.StatusBadRequest, "stream: this is the signalling websocket: connect with a websocket client (see docs/STREAM.md)")
 			return
 		}
 		ws, err := up.Upgrade(w, r, nil)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -308,4 +309,43 @@ func TestControl(t *testing.T) {
 	}
 	a.close()
 	b.waitState(5*time.Second, func(cs ControlState) bool { return cs.Holder == nil && len(cs.Viewers) == 3 })
+}
+
+// TestSignalRefusalsAreJSON: what the signalling endpoint refuses before a
+// websocket exists is the appliance's one JSON error shape, not plain text.
+func TestSignalRefusalsAreJSON(t *testing.T) {
+	deny := func(r *http.Request) (string, bool, error) {
+		switch r.URL.Query().Get("as") {
+		case "nobody":
+			return "", false, errors.New("no token")
+		case "agent":
+			return "agent", false, nil
+		}
+		return RoleViewer, true, nil
+	}
+	e := newEnv(t, envOptions{auth: deny})
+	for _, tc := range []struct {
+		query string
+		code  int
+		want  string
+	}{
+		{"as=nobody", http.StatusUnauthorized, "no token"},
+		{"as=agent", http.StatusForbidden, "may not watch"},
+		{"as=viewer", http.StatusBadRequest, "signalling websocket"},
+	} {
+		resp, err := http.Get(e.http.URL + "/stream/signal?" + tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error string `json:"error"`
+		}
+		decErr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || decErr != nil || !strings.Contains(body.Error, tc.want) ||
+			resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("%s: %d %q (%v, %s), want %d with a JSON error saying %q",
+				tc.query, resp.StatusCode, body.Error, decErr, resp.Header.Get("Content-Type"), tc.code, tc.want)
+		}
+	}
 }
