@@ -321,7 +321,9 @@ if "${as_session[@]}" cat "/proc/$deskenv_pid/cmdline" | tr '\0' '\n' | grep -q 
 fi
 # The display: refused without the cookie, open with the session's copy.
 # shellcheck disable=SC2013 # words (PIDs), not lines
-xterm_pid="$(for c in $(cat /proc/"$deskenv_pid"/task/*/children); do [ "$(cat "/proc/$c/comm")" = xterm ] && echo "$c"; done | head -n1)"
+# (|| true: the loop's status is its last test's, which set -e and pipefail
+# would take for a failure whenever xterm is not the last child.)
+xterm_pid="$(for c in $(cat /proc/"$deskenv_pid"/task/*/children); do [ "$(cat "/proc/$c/comm")" = xterm ] && echo "$c"; done | head -n1 || true)"
 if [ -n "$xterm_pid" ]; then
   dpy="$(tr '\0' '\n' < "/proc/$xterm_pid/environ" | sed -n 's/^DISPLAY=//p')"
   xauth_file="$(tr '\0' '\n' < "/proc/$xterm_pid/environ" | sed -n 's/^XAUTHORITY=//p')"
