@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -42,7 +44,18 @@ type Env interface {
 	Selection(ctx context.Context, name string) (string, error)
 	// Screenshot captures the whole screen at full resolution.
 	Screenshot(ctx context.Context) (*image.RGBA, error)
+	// ReadFile reads at most limit bytes of the regular file at path with
+	// the rights of the desktop's programs, never more: a link the agent
+	// planted to a task file or a FIFO must not feed or hang the grader.
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
 }
+
+// Errors of ReadFile, worded for a check's detail.
+var (
+	ErrNoFile     = errors.New("file does not exist")
+	ErrIsDir      = errors.New("is a directory, not a file")
+	ErrNotRegular = errors.New("is not a regular file (a FIFO, socket or device)")
+)
 
 // Result is how a command ended. Output beyond MaxOutput bytes per stream is
 // dropped.
@@ -204,6 +217,66 @@ func (e *DisplayEnv) Run(ctx context.Context, script string) (Result, error) {
 		return res, fmt.Errorf("run sh -c: %w", err)
 	}
 	return res, nil
+}
+
+// readScript tells the kinds of path apart before reading, so a FIFO is
+// refused rather than opened; what it cannot read is said by head.
+const readScript = `[ -e "$1" ] || exit 102
+[ -d "$1" ] && exit 103
+[ -f "$1" ] || exit 104
+exec head -c "$2" -- "$1"`
+
+// ReadFile runs head as the desktop's programs run (the session's user):
+// the grader reads what the agent could have read and written, nothing
+// else. This process may be root; reading as itself would follow a link in
+// the home to the tasks directory, where a task's own pattern would match.
+// One short-lived process per file check is the price (about a millisecond).
+func (e *DisplayEnv) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	var out, errOut bytes.Buffer
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", readScript, "sh", path, strconv.FormatInt(limit, 10))
+	cmd.Env = e.environ()
+	cmd.Dir = e.workDir()
+	cmd.Stdout = &out
+	cmd.Stderr = &capped{w: &errOut, n: 4 << 10}
+	cmd.SysProcAttr = e.sysProcAttr()
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("file could not be read in time: %w", ctx.Err())
+	}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.Bytes(), nil
+	case errors.As(err, &exit):
+		switch exit.ExitCode() {
+		case 102:
+			return nil, ErrNoFile
+		case 103:
+			return nil, ErrIsDir
+		case 104:
+			return nil, ErrNotRegular
+		}
+		return nil, fmt.Errorf("file cannot be read: %s", strings.TrimSpace(errOut.String()))
+	default:
+		return nil, fmt.Errorf("file cannot be read: %w", err)
+	}
+}
+
+// capped writes at most n bytes to w and drops the rest.
+type capped struct {
+	w io.Writer
+	n int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if len(p) > c.n {
+		c.w.Write(p[:c.n])
+		c.n = 0
+		return len(p), nil
+	}
+	c.n -= len(p)
+	return c.w.Write(p)
 }
 
 func unlinkedTemp() (*os.File, error) {

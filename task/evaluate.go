@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -215,9 +214,13 @@ func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail strin
 		}
 
 	case CheckFileContains, CheckFileMatches:
-		data, note, err := readCapped16(expandPath(home, c.Path))
+		data, err := ev.env.ReadFile(ctx, expandPath(home, c.Path), MaxFileRead+1)
 		if err != nil {
 			return false, err.Error(), nil
+		}
+		note := ""
+		if len(data) > MaxFileRead {
+			data, note = data[:MaxFileRead], fmt.Sprintf(" (only the first %d bytes were looked at)", MaxFileRead)
 		}
 		m, err := c.matcher()
 		if err != nil {
@@ -275,28 +278,6 @@ func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail strin
 		return ok, detail, nil
 	}
 	return false, "", fmt.Errorf("unknown check type %q", c.Type)
-}
-
-func readCapped16(path string) ([]byte, string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, "", errors.New("file does not exist")
-		}
-		return nil, "", fmt.Errorf("file cannot be read: %v", err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.IsDir() {
-		return nil, "", errors.New("is a directory, not a file")
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileRead+1))
-	if err != nil {
-		return nil, "", fmt.Errorf("file cannot be read: %v", err)
-	}
-	if len(data) > MaxFileRead {
-		return data[:MaxFileRead], fmt.Sprintf(" (only the first %d bytes were looked at)", MaxFileRead), nil
-	}
-	return data, "", nil
 }
 
 // textCheck applies m to text and words the result.
