@@ -438,14 +438,19 @@ func copyFile(src, dst string, want entryInfo) (int64, error) {
 		return 0, fmt.Errorf("restore %s: %w", dst, err)
 	}
 	n, err := io.Copy(out, in)
+	// Owner and mode go through the open descriptor, not the name: the
+	// directory is the session user's, and a name can be swapped for a
+	// link between two calls; the descriptor cannot.
+	if err == nil && want.uid >= 0 {
+		out.Chown(want.uid, want.gid) // fails without root or CAP_CHOWN: see chownIfRoot
+	}
+	if err == nil {
+		err = out.Chmod(want.mode.Perm() | want.mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Chmod(tmp, want.mode.Perm()|want.mode&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky))
-	}
-	if err == nil {
-		chownIfRoot(tmp, want, false)
 		err = os.Chtimes(tmp, want.mtime, want.mtime)
 	}
 	if err == nil {
