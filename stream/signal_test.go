@@ -73,10 +73,11 @@ func TestRefused(t *testing.T) {
 			if err == nil || resp == nil || resp.StatusCode != tt.status {
 				t.Fatalf("dial: err %v resp %v, want HTTP %d", err, resp, tt.status)
 			}
-			b := make([]byte, 512)
-			n, _ := resp.Body.Read(b)
-			if !strings.Contains(string(b[:n]), tt.body) {
-				t.Errorf("body %q, want %q", b[:n], tt.body)
+			var body struct {
+				Error string `json:"error"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || !strings.Contains(body.Error, tt.body) {
+				t.Errorf("error %q (%v), want a JSON error saying %q", body.Error, err, tt.body)
 			}
 		})
 	}
