@@ -5,7 +5,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -35,15 +34,7 @@ const (
 type deskenv struct {
 	base string // http://127.0.0.1:port
 	pid  int
-
-	mu   sync.Mutex
-	logs bytes.Buffer
-}
-
-func (d *deskenv) log() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.logs.String()
+	log  func() string // what it has logged so far
 }
 
 // startDeskenv runs the binary with args (plus --addr 127.0.0.1:0 unless
@@ -58,46 +49,8 @@ func startDeskenv(t *testing.T, args ...string) *deskenv {
 	reachableHomes(t, args)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	d := &deskenv{pid: cmd.Process.Pid}
-	exited := make(chan struct{})
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Error("deskenv did not stop within 20 s of SIGTERM")
-		}
-	})
-	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.logs.WriteString(sc.Text() + "\n")
-			d.mu.Unlock()
-			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		cmd.Wait()
-		close(exited)
-	}()
-	select {
-	case a := <-addr:
-		d.base = "http://" + a
-		return d
-	case <-exited:
-		t.Fatalf("deskenv exited before it was ready:\n%s", d.log())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("deskenv did not become ready:\n%s", d.log())
-	}
-	return nil
+	base, logs := startAs(t, cmd)
+	return &deskenv{base: base, pid: cmd.Process.Pid, log: logs}
 }
 
 // procStatus reads one field of /proc/pid/status in kB.

@@ -5,7 +5,6 @@ package main
 // OpenEnv's /state and episode.json then say.
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,43 +51,8 @@ func appliance(t *testing.T, episodes string) (string, int) {
 	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--no-stream", "--episodes", episodes, "--tasks", tasks,
 		"--home", filepath.Join(base, "home"))
 	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var logs strings.Builder
-	addr := make(chan string, 1)
-	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.WriteString(sc.Text() + "\n")
-			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Error("deskenv did not stop within 20 s of SIGTERM")
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a, cmd.Process.Pid
-	case <-exited:
-		t.Fatalf("deskenv exited before it was ready:\n%s", logs.String())
-	case <-time.After(60 * time.Second):
-		t.Fatal("deskenv did not become ready")
-	}
-	return "", 0
+	url, _ := startAs(t, cmd)
+	return url, cmd.Process.Pid
 }
 
 // health is /health?details=1 as the tests read it.

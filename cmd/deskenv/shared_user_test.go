@@ -117,8 +117,9 @@ func TestSharedUserSaidLoudly(t *testing.T) {
 	}
 }
 
-// startAs starts cmd, waits for deskenv to be ready and returns its base URL
-// and a reader of its log so far; it is stopped at the end of the test.
+// startAs starts cmd (a deskenv the test set up: its binary, flags, user),
+// waits for it to be ready and returns its base URL and a reader of its log
+// so far; it is stopped with SIGTERM at the end of the test, and must stop.
 func startAs(t *testing.T, cmd *exec.Cmd) (base string, logs func() string) {
 	t.Helper()
 	stderr, _ := cmd.StderrPipe()
@@ -153,6 +154,7 @@ func startAs(t *testing.T, cmd *exec.Cmd) (base string, logs func() string) {
 		case <-exited:
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
+			t.Error("deskenv did not stop within 20 s of SIGTERM")
 		}
 	})
 	select {
