@@ -50,9 +50,13 @@ func (c *Control) ws(w http.ResponseWriter, r *http.Request) {
 		return // Upgrade has answered
 	}
 	// The slot is free before the client sees the connection close, so a
-	// client that reconnects at once gets in.
+	// client that reconnects at once gets in. The close frame says 1000
+	// (normal closure), as OpenEnv's server does, after a "close" message
+	// and after refusing a session over capacity: without it clients see
+	// 1006, an abnormal end, and may retry what was a clean answer.
 	defer func() {
 		release()
+		conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
 		conn.Close()
 	}()
 	conn.SetReadLimit(wsReadLimit)
