@@ -7,27 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/deskenv/deskenv/internal/hang"
 )
-
-// hangGuard turns an input that takes longer than hangAfter into a crash
-// with every goroutine's stack, which go test -fuzz records as a failing
-// input (on its own it only reports a hang as no progress); call the
-// returned function when the input is done.
-func hangGuard(input any) (done func()) {
-	tm := time.AfterFunc(hangAfter, func() {
-		debug.SetTraceback("all")
-		panic(fmt.Sprintf("input took more than %v: %q", hangAfter, input))
-	})
-	return func() { tm.Stop() }
-}
-
-const hangAfter = 10 * time.Second
 
 // fuzzHome is a home directory with every way out of it a path can try:
 // symlinks to its parent, to a directory and a file outside, to a file
@@ -122,7 +108,7 @@ func FuzzFilesPath(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, p, text string, appendTo bool) {
-		defer hangGuard(p)()
+		defer hang.Guard(p)()
 		ctx := context.Background()
 		if res, err := run["read_file"](ctx, traitArgs{"path": p}); err == nil && strings.Contains(res.text, h.secret) {
 			t.Fatalf("read_file %q read the file outside home", p)

@@ -2,27 +2,12 @@ package record
 
 import (
 	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"testing"
-	"time"
+
+	"github.com/deskenv/deskenv/internal/hang"
 )
-
-// hangGuard turns an input that takes longer than hangAfter into a crash
-// with every goroutine's stack, which go test -fuzz records as a failing
-// input (on its own it only reports a hang as no progress); call the
-// returned function when the input is done.
-func hangGuard(input any) (done func()) {
-	tm := time.AfterFunc(hangAfter, func() {
-		debug.SetTraceback("all")
-		panic(fmt.Sprintf("input took more than %v: %q", hangAfter, input))
-	})
-	return func() { tm.Stop() }
-}
-
-const hangAfter = 10 * time.Second
 
 // A recording cut short by a crash, as its files were left: episode.json
 // still says recording, and the last line of input.jsonl is torn.
@@ -65,7 +50,7 @@ func FuzzRepair(f *testing.F) {
 		f.Cleanup(func() { os.RemoveAll(shm) })
 	}
 	f.Fuzz(func(t *testing.T, meta, input, steps, shots, frames []byte) {
-		defer hangGuard([][]byte{meta, input, steps, shots, frames})()
+		defer hang.Guard([][]byte{meta, input, steps, shots, frames})()
 		dir, err := os.MkdirTemp(base, "ep-")
 		if err != nil {
 			t.Fatal(err)

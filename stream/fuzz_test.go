@@ -2,16 +2,14 @@ package stream
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/hang"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -110,20 +108,6 @@ func FuzzSignalMessage(f *testing.F) {
 	})
 }
 
-// hangGuard turns an input that takes longer than hangAfter into a crash
-// with every goroutine's stack, which go test -fuzz records as a failing
-// input (on its own it only reports a hang as no progress); call the
-// returned function when the input is done.
-func hangGuard(input any) (done func()) {
-	tm := time.AfterFunc(hangAfter, func() {
-		debug.SetTraceback("all")
-		panic(fmt.Sprintf("input took more than %v: %q", hangAfter, input))
-	})
-	return func() { tm.Stop() }
-}
-
-const hangAfter = 10 * time.Second
-
 // fuzzAPI is the stream's pion API as buildAPI makes it, without a display.
 func fuzzAPI(t testing.TB) *Server {
 	s := &Server{cfg: Config{LoopbackOnly: true}, log: slog.New(slog.DiscardHandler), profileLevelID: "42e01f"}
@@ -169,7 +153,7 @@ func FuzzOffer(f *testing.F) {
 	f.Add("v=0\r\no=- 0 0 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n")
 	f.Add("v=0\r\n")
 	f.Fuzz(func(t *testing.T, sdp string) {
-		defer hangGuard(sdp)()
+		defer hang.Guard(sdp)()
 		pc, err := s.api.NewPeerConnection(webrtc.Configuration{})
 		if err != nil {
 			t.Fatal(err)

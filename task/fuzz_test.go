@@ -4,31 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"image"
 	"image/png"
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime/debug"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/deskenv/deskenv/internal/hang"
 )
-
-// hangGuard turns an input that takes longer than hangAfter into a crash
-// with every goroutine's stack, which go test -fuzz records as a failing
-// input (on its own it only reports a hang as no progress); call the
-// returned function when the input is done.
-func hangGuard(input any) (done func()) {
-	tm := time.AfterFunc(hangAfter, func() {
-		debug.SetTraceback("all")
-		panic(fmt.Sprintf("input took more than %v: %q", hangAfter, input))
-	})
-	return func() { tm.Stop() }
-}
-
-const hangAfter = 10 * time.Second
 
 // FuzzParse feeds task files to Parse, as Load reads them from --tasks.
 // Every problem is a *FieldError naming the file, at a line and column
@@ -77,7 +62,7 @@ func FuzzParse(f *testing.F) {
 	ref.Close()
 	name := filepath.Join(dir, "t.json")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		defer hangGuard(data)()
+		defer hang.Guard(data)()
 		task, err := Parse(data, name)
 		if err != nil {
 			checkFieldErrors(t, err, name, data)
