@@ -583,15 +583,8 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 	if err != nil {
 		return rep, nil, nil, fmt.Errorf("reset the desktop: %w", err)
 	}
-	// The previous episode's processes died with the clean-up; this only
-	// forgets them and closes its X connection.
-	c.mu.Lock()
-	prev := c.lastEnv
-	c.lastEnv = nil
-	c.mu.Unlock()
-	if prev != nil {
-		prev.Close()
-	}
+	// The previous episode's processes died with the clean-up.
+	c.forgetEnv()
 	// Input state is per server, not per client: release again in case a
 	// dying client's grab or a late event left anything down.
 	c.cfg.Exec.ReleaseAll(ctx, hci.SourceScript)

@@ -137,6 +137,12 @@ func (c *Control) rollback(ctx context.Context) {
 	if _, err := c.desk.clean(ctx); err != nil {
 		c.log.Warn("a reset failed, and so did putting the desktop back into its baseline", "err", err)
 	}
+	c.forgetEnv()
+}
+
+// forgetEnv drops the last episode's task environment after a clean-up
+// killed its processes: it only forgets them and closes its X connection.
+func (c *Control) forgetEnv() {
 	c.mu.Lock()
 	env := c.lastEnv
 	c.lastEnv = nil
