@@ -145,7 +145,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.ModelSize, "model-size", "model space for coordinates and screenshots: auto (1024x768, 1280x800 or 1366x768 matching the screen's aspect), off (screen size), or WxH")
 	str(&c.WM, "wm", "window manager command line; empty for none")
 	str(&c.Apps, "apps", "session apps started on the desktop, separated by ';' (e.g. \"xterm;mousepad\"); empty for none")
-	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: $XDG_DATA_HOME/deskenv/home, never your own home)")
+	str(&c.Home, "home", "the desktop user's home directory, restored from its baseline on every reset (default: "+sessionHomes+"/USER for the session user, or $XDG_DATA_HOME/deskenv/home when the session shares deskenv's user; never your own home)")
 	str(&c.SessionUser, "session-user", "the user the desktop session (window manager, apps, bash trait) runs as, never deskenv's own; pool mode: a prefix (users PREFIX0, PREFIX1, ...) or one name per desktop, comma-separated. As root the default is "+defaultSessionUser+", created if missing")
 	fs.BoolVar(&c.AllowSharedUser, "allow-shared-user", c.AllowSharedUser, "allow the bash and files traits when the session cannot run as a user of its own (they would hand the agent deskenv's own user: its files, tasks and episodes)"+envNote("allow-shared-user"))
 
