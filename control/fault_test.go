@@ -31,17 +31,8 @@ func windowTask(t testing.TB) *task.Task {
 // titles lists the desktop's window titles.
 func (r *rig) titles(t testing.TB) []string {
 	t.Helper()
-	x, err := openX(r.d.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	ws, err := x.windows()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, w := range ws {
+	for _, w := range r.windows(t) {
 		out = append(out, w.Title)
 	}
 	return out

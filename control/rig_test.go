@@ -110,8 +110,8 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	return r
 }
 
-// windowClasses lists the desktop's windows by WM_CLASS.
-func (r *rig) windowClasses(t testing.TB) string {
+// windows lists the desktop's windows, as the reset sees them.
+func (r *rig) windows(t testing.TB) []Window {
 	t.Helper()
 	x, err := openX(r.d.Name())
 	if err != nil {
@@ -122,7 +122,13 @@ func (r *rig) windowClasses(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return classKey(ws)
+	return ws
+}
+
+// windowClasses lists the desktop's windows by WM_CLASS.
+func (r *rig) windowClasses(t testing.TB) string {
+	t.Helper()
+	return classKey(r.windows(t))
 }
 
 // loadExampleTasks loads the example set shipped in tasks/.
