@@ -16,7 +16,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // reportQuantiles adds p50, p95 and max of ds (milliseconds) to b's output.
@@ -41,7 +41,7 @@ func reportQuantiles(b *testing.B, ds []time.Duration) {
 //
 //	go test ./control/ -run '^$' -bench BenchmarkReset -benchtime 20x
 func BenchmarkReset(b *testing.B) {
-	settle := deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
+	settle := screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 
 	b.Run("reset", func(b *testing.B) {
 		r := newRig(b, rigOptions{mode: ModeSim})
@@ -108,7 +108,7 @@ func BenchmarkReset(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			capt, err := deskimage.NewCapturer(d)
+			capt, err := screen.NewCapturer(d)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -164,7 +164,7 @@ func runAppliance(home string) error {
 		return err
 	}
 	defer ex.Close()
-	capt, err := deskimage.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		return err
 	}
@@ -178,7 +178,7 @@ func runAppliance(home string) error {
 		return fmt.Errorf("the xterm did not come up: %v", err)
 	}
 	x.Close()
-	if _, _, err := capt.Settle(ctx, deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
+	if _, _, err := capt.Settle(ctx, screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
 		return err
 	}
 	fmt.Println("ready")

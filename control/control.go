@@ -27,8 +27,8 @@ import (
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -81,13 +81,13 @@ type Config struct {
 	Mode     Mode
 	Display  *display.Display
 	Exec     *hci.Executor
-	Capturer *deskimage.Capturer
-	Shooter  *deskimage.Shooter
+	Capturer *screen.Capturer
+	Shooter  *screen.Shooter
 	Tasks    []*task.Task
 	Tools    Tools      // nil: /step and /ws answer that no tools are wired
 	Auth     *auth.Auth // nil: local mode, every request allowed
 	// Settle is how the screen must settle before the first observation.
-	Settle deskimage.SettleOptions
+	Settle screen.SettleOptions
 	Logger *slog.Logger
 	// Home is the desktop user's home directory, restored from its
 	// baseline on every reset; empty means the display's Config().Home.
@@ -275,8 +275,8 @@ func New(cfg Config) (*Control, error) {
 	if cfg.ResetTimeout <= 0 {
 		cfg.ResetTimeout = 3 * time.Minute
 	}
-	if cfg.Settle == (deskimage.SettleOptions{}) {
-		cfg.Settle = deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
+	if cfg.Settle == (screen.SettleOptions{}) {
+		cfg.Settle = screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 	}
 	c := &Control{
 		cfg:      cfg,

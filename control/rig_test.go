@@ -13,8 +13,8 @@ import (
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/mcpserver"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -24,8 +24,8 @@ import (
 type rig struct {
 	d     *display.Display
 	exec  *hci.Executor
-	capt  *deskimage.Capturer
-	shoot *deskimage.Shooter
+	capt  *screen.Capturer
+	shoot *screen.Shooter
 	c     *Control
 	home  string
 	srv   *httptest.Server
@@ -79,16 +79,16 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	capt, err := deskimage.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { capt.Close() })
-	shoot := deskimage.NewShooter(capt, deskimage.ShooterOptions{ModelW: space.ModelW, ModelH: space.ModelH})
+	shoot := screen.NewShooter(capt, screen.ShooterOptions{ModelW: space.ModelW, ModelH: space.ModelH})
 	r := &rig{d: d, exec: ex, capt: capt, shoot: shoot, home: home}
 	cfg := Config{
 		Mode: o.mode, Display: d, Exec: ex, Capturer: capt, Shooter: shoot, Tasks: o.tasks, Auth: o.auth,
-		Settle:      deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
+		Settle:      screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
 		Logger:      log,
 		BaselineDir: filepath.Join(t.TempDir(), "baseline"),
 		Version:     "test",

@@ -21,8 +21,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // The benchmarks put deskenv's MCP path and the usual alternative side by side
@@ -49,12 +49,12 @@ func benchDesk(b *testing.B) *rig {
 			{"xterm", "-geometry", "80x30+640+300", "-e", "sh", "-c", "cat /etc/services | head -40; exec sh"},
 		},
 		// As cmd/deskenv's defaults.
-		settle: deskimage.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
+		settle: screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
 	})
 	// Let the session draw before anything is measured.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, _, err := r.capt.Settle(ctx, deskimage.SettleOptions{Quiet: 500 * time.Millisecond, Max: 5 * time.Second}); err != nil {
+	if _, _, err := r.capt.Settle(ctx, screen.SettleOptions{Quiet: 500 * time.Millisecond, Max: 5 * time.Second}); err != nil {
 		b.Fatal(err)
 	}
 	return r

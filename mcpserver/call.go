@@ -17,8 +17,8 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // handleComputer runs the computer tool: the arguments are an Anthropic
@@ -207,7 +207,7 @@ func (s *Server) parseAction(raw json.RawMessage) (hci.Action, error) {
 // full resolution, or the screenshot, once the screen has settled if the
 // action may have changed it.
 func (s *Server) observe(ctx context.Context, out hci.Result) (mcp.Content, error) {
-	var shot deskimage.Shot
+	var shot screen.Shot
 	var err error
 	if out.Zoom != nil {
 		shot, err = s.shooter.Zoom(ctx, *out.Zoom)

@@ -19,8 +19,8 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // rigConfig says what desktop a test needs.
@@ -31,7 +31,7 @@ type rigConfig struct {
 	wm      []string   // nil: none
 	apps    [][]string // nil: none
 	noProbe bool
-	settle  deskimage.SettleOptions
+	settle  screen.SettleOptions
 	// findTools and traits pass through to Config.
 	findTools  bool
 	deferTools bool
@@ -43,8 +43,8 @@ type rigConfig struct {
 type rig struct {
 	d     *display.Display
 	exec  *hci.Executor
-	capt  *deskimage.Capturer
-	shoot *deskimage.Shooter
+	capt  *screen.Capturer
+	shoot *screen.Shooter
 	srv   *Server
 	probe *xprobe.Probe
 	space hci.Space
@@ -78,15 +78,15 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	capt, err := deskimage.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { capt.Close() })
-	shoot := deskimage.NewShooter(capt, deskimage.ShooterOptions{ModelW: space.ModelW, ModelH: space.ModelH})
+	shoot := screen.NewShooter(capt, screen.ShooterOptions{ModelW: space.ModelW, ModelH: space.ModelH})
 	settle := cfg.settle
-	if settle == (deskimage.SettleOptions{}) {
-		settle = deskimage.SettleOptions{Quiet: 50 * time.Millisecond, Max: time.Second}
+	if settle == (screen.SettleOptions{}) {
+		settle = screen.SettleOptions{Quiet: 50 * time.Millisecond, Max: time.Second}
 	}
 	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, DeferTools: cfg.deferTools, Traits: cfg.traits})
 	if err != nil {

@@ -43,7 +43,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // Mode is a tool shape the server offers.
@@ -63,8 +63,8 @@ type Config struct {
 	// built on the Anthropic API, the granular tools for every other host.
 	Modes []Mode
 	// Settle is how a mutating action waits for the screen before its
-	// screenshot. Zero fields take the image package's defaults.
-	Settle deskimage.SettleOptions
+	// screenshot. Zero fields take the screen package's defaults.
+	Settle screen.SettleOptions
 	// Name and Version identify the server in the MCP handshake; defaults
 	// "deskenv" and "dev".
 	Name, Version string
@@ -92,8 +92,8 @@ type Config struct {
 // Server serves one desktop's executor and screen over MCP.
 type Server struct {
 	exec    *hci.Executor
-	shooter *deskimage.Shooter
-	capt    *deskimage.Capturer
+	shooter *screen.Shooter
+	capt    *screen.Capturer
 	cfg     Config
 	log     *slog.Logger
 
@@ -114,7 +114,7 @@ type Server struct {
 // New builds the MCP server over an executor and the screen of the same
 // display. It registers the tools for cfg.Modes; serve it with Handler or
 // ServeStdio.
-func New(exec *hci.Executor, shooter *deskimage.Shooter, capt *deskimage.Capturer, cfg Config) (*Server, error) {
+func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg Config) (*Server, error) {
 	if exec == nil || shooter == nil || capt == nil {
 		return nil, errors.New("mcpserver: New needs an executor, a shooter and a capturer (one was nil)")
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // BenchmarkActionLatency measures what recording adds to an action: the same
@@ -73,7 +73,7 @@ func BenchmarkAgentStep(b *testing.B) {
 				}
 				// What the click did to the screen, as an application would.
 				r.probe.Fill(0, 0, 640, 400, uint32(0x101010*(i%15+1)))
-				if _, _, err := r.capt.Settle(ctx, image.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
+				if _, _, err := r.capt.Settle(ctx, screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := r.shooter.Shot(ctx); err != nil {

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // Options configure a Recorder. The zero value records with the defaults.
@@ -30,7 +30,7 @@ type Options struct {
 	// taken (default: quiet 80 ms sampled every 20 ms, at most 1 s), and InputQuiet how long
 	// input must pause first (default 100 ms): a person typing fast gets one
 	// observation when they pause, not one per key.
-	Settle     image.SettleOptions
+	Settle     screen.SettleOptions
 	InputQuiet time.Duration
 	// FPS is the video's frame rate (default 10; negative: no video). The
 	// screen is captured at this rate and a frame encoded only when it
@@ -65,10 +65,10 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Settle == (image.SettleOptions{}) {
+	if o.Settle == (screen.SettleOptions{}) {
 		// Sampled every 20 ms, not image's 10: each sample is a full-screen
 		// capture the X server must serve between the user's own requests.
-		o.Settle = image.SettleOptions{Quiet: 80 * time.Millisecond, Max: time.Second, Interval: 20 * time.Millisecond}
+		o.Settle = screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: time.Second, Interval: 20 * time.Millisecond}
 	}
 	if o.InputQuiet <= 0 {
 		o.InputQuiet = 100 * time.Millisecond
@@ -122,8 +122,8 @@ func (e invalidError) Error() string { return string(e) }
 type Recorder struct {
 	dir     string
 	exec    *hci.Executor
-	shooter *image.Shooter
-	capt    *image.Capturer
+	shooter *screen.Shooter
+	capt    *screen.Capturer
 	opt     Options
 	log     *slog.Logger
 
@@ -134,7 +134,7 @@ type Recorder struct {
 
 // New returns a recorder writing episodes under dir (created if needed).
 // Episodes in dir whose recorder died are repaired (marked incomplete).
-func New(dir string, exec *hci.Executor, shooter *image.Shooter, capt *image.Capturer, opt Options) (*Recorder, error) {
+func New(dir string, exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, opt Options) (*Recorder, error) {
 	if exec == nil || shooter == nil || capt == nil {
 		return nil, errors.New("record.New needs an executor, a shooter and a capturer")
 	}
@@ -221,7 +221,7 @@ type ctlMsg struct {
 }
 
 type obsResult struct {
-	shot image.Shot
+	shot screen.Shot
 	err  error
 }
 

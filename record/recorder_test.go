@@ -6,7 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	stdimage "image"
+	"image"
 	"image/png"
 	"os"
 	"os/exec"
@@ -18,17 +18,17 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // rig is a real desktop with everything a recorder needs.
 type rig struct {
 	d       *display.Display
 	exec    *hci.Executor
-	capt    *image.Capturer
-	shooter *image.Shooter
+	capt    *screen.Capturer
+	shooter *screen.Shooter
 	probe   *xprobe.Probe
 }
 
@@ -46,13 +46,13 @@ func newRig(t testing.TB, w, h int, attach string) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	capt, err := image.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { capt.Close() })
 	sp := ex.Space()
-	sh := image.NewShooter(capt, image.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
+	sh := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	r := &rig{d: d, exec: ex, capt: capt, shooter: sh}
 	if attach == "" {
 		p, err := xprobe.Open(d.Name(), xprobe.Options{Background: 0x203040})
@@ -393,15 +393,15 @@ func childRecorder(dir, disp string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	capt, err := image.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
 	sp := ex.Space()
-	sh := image.NewShooter(capt, image.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
+	sh := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	rec, err := New(dir, ex, sh, capt, Options{FPS: 10, SegmentSeconds: 1, InputQuiet: 10 * time.Millisecond,
-		Settle: image.SettleOptions{Quiet: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
+		Settle: screen.SettleOptions{Quiet: 10 * time.Millisecond, Max: 50 * time.Millisecond}})
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -526,7 +526,7 @@ func TestKillDashNine(t *testing.T) {
 
 // Decoding a recorded observation gives the model-space size; used by the
 // export tests too.
-func decodePNG(t testing.TB, b []byte) stdimage.Image {
+func decodePNG(t testing.TB, b []byte) image.Image {
 	t.Helper()
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {

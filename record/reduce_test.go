@@ -109,7 +109,7 @@ func actions(steps []Step) []string {
 	return out
 }
 
-var screen = hci.Space{ScreenW: 1280, ScreenH: 800, ModelW: 1280, ModelH: 800}
+var space1280 = hci.Space{ScreenW: 1280, ScreenH: 800, ModelW: 1280, ModelH: 800}
 
 func TestReduce(t *testing.T) {
 	tests := []struct {
@@ -394,7 +394,7 @@ func TestReduce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := tc.space
 			if sp == (hci.Space{}) {
-				sp = screen
+				sp = space1280
 			}
 			steps := Reduce(events(t, tc.table), sp)
 			if got := actions(steps); !reflect.DeepEqual(got, tc.want) {
@@ -438,8 +438,8 @@ func TestReducerStreamingMatchesBatch(t *testing.T) {
 7.00 mm 500 500
 7.10 mm 505 505`
 	evs := events(t, table)
-	want := Reduce(evs, screen)
-	r := NewReducer(screen, Thresholds{})
+	want := Reduce(evs, space1280)
+	r := NewReducer(space1280, Thresholds{})
 	var got []Step
 	for i, ev := range evs {
 		got = append(got, r.Add(ev)...)
@@ -466,7 +466,7 @@ func TestReducerStreamingMatchesBatch(t *testing.T) {
 
 func TestReduceEventRanges(t *testing.T) {
 	evs := events(t, typing(0, 0.05, "ab")+"1.0 bd 1 5 5\n1.05 bu 1 5 5\n")
-	steps := Reduce(evs, screen)
+	steps := Reduce(evs, space1280)
 	want := [][]int{{0, 3}, {4, 5}}
 	if len(steps) != len(want) {
 		t.Fatalf("got %d steps, want %d: %v", len(steps), len(want), actions(steps))

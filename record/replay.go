@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	stdimage "image"
+	"image"
 	"image/draw"
 	"image/png"
 	"os"
 	"path/filepath"
 
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // ReplayOptions configure Replay.
@@ -21,7 +21,7 @@ type ReplayOptions struct {
 	Source hci.Source
 	// Settle is how the screen must settle after each step before it is
 	// compared (default: quiet 80 ms, at most 2 s).
-	Settle image.SettleOptions
+	Settle screen.SettleOptions
 	// MaxChanged is the share of pixels (0-1) that may differ by more than
 	// 16 in a channel for an observation to still match the recorded one.
 	// The default 0 asks for the same picture up to colour noise: Xvfb
@@ -74,7 +74,7 @@ type ReplayReport struct {
 // replay) resets into the episode's task first and evaluates it after. Steps
 // that failed when recorded are run again all the same (they failed without
 // effect then, and should now).
-func Replay(ctx context.Context, rec *Recording, exec *hci.Executor, shooter *image.Shooter, capt *image.Capturer, opt ReplayOptions) (*ReplayReport, error) {
+func Replay(ctx context.Context, rec *Recording, exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, opt ReplayOptions) (*ReplayReport, error) {
 	if opt.Source == "" {
 		opt.Source = hci.SourceReplay
 	}
@@ -198,15 +198,15 @@ func Compare(a, b []byte) (meanDiff, changed float64, err error) {
 	return float64(sum) / (3 * n), float64(diffPx) / n, nil
 }
 
-func decodeRGBA(b []byte) (*stdimage.RGBA, error) {
+func decodeRGBA(b []byte) (*image.RGBA, error) {
 	img, err := png.Decode(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("decode PNG: %w", err)
 	}
-	if rgba, ok := img.(*stdimage.RGBA); ok && rgba.Bounds().Min == (stdimage.Point{}) {
+	if rgba, ok := img.(*image.RGBA); ok && rgba.Bounds().Min == (image.Point{}) {
 		return rgba, nil
 	}
-	out := stdimage.NewRGBA(stdimage.Rect(0, 0, img.Bounds().Dx(), img.Bounds().Dy()))
+	out := image.NewRGBA(image.Rect(0, 0, img.Bounds().Dx(), img.Bounds().Dy()))
 	draw.Draw(out, out.Bounds(), img, img.Bounds().Min, draw.Src)
 	return out, nil
 }

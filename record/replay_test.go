@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // xterm starts a terminal at the top left running sh with a plain prompt,
@@ -41,7 +41,7 @@ func xterm(t *testing.T, r *rig) func() {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, _, err := r.capt.Settle(ctx, image.SettleOptions{Quiet: 300 * time.Millisecond, Max: 3 * time.Second}); err != nil {
+	if _, _, err := r.capt.Settle(ctx, screen.SettleOptions{Quiet: 300 * time.Millisecond, Max: 3 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	return stop

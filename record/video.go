@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // video captures the screen at the configured rate and encodes the frames
@@ -39,7 +39,7 @@ func (ep *Episode) video(ctx context.Context) {
 	defer enc.Close()
 	pic := codec.NewI420(v.Width, v.Height)
 	var sc codec.Scaler
-	var f image.Frame
+	var f screen.Frame
 	w := segmentWriter{dir: filepath.Join(ep.dir, VideoDir)}
 	defer func() {
 		if err := w.close(); err != nil {

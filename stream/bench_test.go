@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // paintMoving draws frame i of a scene that changes a large part of a
@@ -42,7 +42,7 @@ func BenchmarkPipelineFrame(b *testing.B) {
 		b.Run(preset, func(b *testing.B) {
 			e := newEnv(b, envOptions{width: 1280, height: 800})
 			p := e.probe(b)
-			capt, err := deskimage.NewCapturer(e.d)
+			capt, err := screen.NewCapturer(e.d)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func BenchmarkPipelineFrame(b *testing.B) {
 			defer enc.Close()
 			pic := codec.NewI420(1280, 800)
 			pl := planesOf(pic)
-			var frame deskimage.Frame
+			var frame screen.Frame
 			var sc codec.Scaler
 			g := &geometry{sw: 1280, sh: 800, vw: 1280, vh: 800}
 			cs := e.s.xw.cursor(0)

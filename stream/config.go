@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // Policy says who may act on the desktop: the agent, people, or both.
@@ -91,7 +91,7 @@ type Config struct {
 	// way it is made once, up front: xgb registers extensions in
 	// package-level maps its event readers use, so setting up MIT-SHM while
 	// other X connections read events is a data race best kept to start-up.
-	Capturer *deskimage.Capturer
+	Capturer *screen.Capturer
 }
 
 // Defaults for Config.

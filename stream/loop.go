@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // damageGrace is how long the loop waits after the first damage before it
@@ -85,7 +85,7 @@ func (p *pipeline) run(ctx context.Context) error {
 	defer p.s.log.Info("video stopped")
 
 	var (
-		frame    deskimage.Frame
+		frame    screen.Frame
 		scaler   codec.Scaler
 		pic      = codec.NewI420(g.vw, g.vh)
 		pl       = planesOf(pic)
@@ -247,7 +247,7 @@ func (p *pipeline) run(ctx context.Context) error {
 
 // convert turns a BGRX capture into the I420 picture, scaling when the video
 // is smaller than the screen.
-func convert(sc *codec.Scaler, f *deskimage.Frame, pic *codec.I420, g *geometry) error {
+func convert(sc *codec.Scaler, f *screen.Frame, pic *codec.I420, g *geometry) error {
 	if g.vw == g.sw && g.vh == g.sh {
 		if err := codec.BGRXToI420(f.Pix, f.Stride, f.Width, f.Height, pic); err != nil {
 			return fmt.Errorf("colour conversion: %w", err)

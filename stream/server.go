@@ -22,9 +22,9 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // ErrPersonInControl is what the agent's actions fail with under PolicyHuman.
@@ -85,7 +85,7 @@ type Server struct {
 
 	video    *pipeline
 	xw       *xwatch
-	capt     *deskimage.Capturer
+	capt     *screen.Capturer
 	ownsCapt bool
 
 	policy atomic.Value // Policy; read by the hci gate on every agent action
@@ -146,7 +146,7 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 	}
 	s.capt = cfg.Capturer
 	if s.capt == nil {
-		if s.capt, err = deskimage.NewCapturer(d); err != nil {
+		if s.capt, err = screen.NewCapturer(d); err != nil {
 			s.cancel()
 			return nil, fmt.Errorf("stream: %w", err)
 		}

@@ -15,9 +15,9 @@ import (
 	"github.com/pion/rtcp"
 
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // decodeLast decodes an H.264 stream with ffmpeg and returns the last
@@ -362,7 +362,7 @@ func decodeAll(t *testing.T, stream []byte, w, h int) [][]byte {
 }
 
 // psnr compares an RGB24 picture with a BGRX capture.
-func psnr(rgb []byte, f *deskimage.Frame) float64 {
+func psnr(rgb []byte, f *screen.Frame) float64 {
 	var sum float64
 	for y := 0; y < f.Height; y++ {
 		for x := 0; x < f.Width; x++ {
@@ -407,7 +407,7 @@ func TestRefine(t *testing.T) {
 		}
 	}
 	p.Sync(context.Background())
-	capt, err := deskimage.NewCapturer(e.d)
+	capt, err := screen.NewCapturer(e.d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/record"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/web"
 )
@@ -31,8 +31,8 @@ type app struct {
 	log     *slog.Logger
 	display *display.Display
 	exec    *hci.Executor
-	capt    *deskimage.Capturer
-	shooter *deskimage.Shooter
+	capt    *screen.Capturer
+	shooter *screen.Shooter
 	mcp     *mcpserver.Server
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
@@ -106,13 +106,13 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	}
 	a.closers = append(a.closers, a.exec.Close)
 
-	a.capt, err = deskimage.NewCapturer(a.display)
+	a.capt, err = screen.NewCapturer(a.display)
 	if err != nil {
 		return nil, err
 	}
 	a.closers = append(a.closers, a.capt.Close)
-	a.shooter = deskimage.NewShooter(a.capt, deskimage.ShooterOptions{
-		Format: deskimage.Format(cfg.ImageFormat), JPEGQuality: cfg.JPEGQuality,
+	a.shooter = screen.NewShooter(a.capt, screen.ShooterOptions{
+		Format: screen.Format(cfg.ImageFormat), JPEGQuality: cfg.JPEGQuality,
 		ModelW: space.ModelW, ModelH: space.ModelH,
 	})
 
@@ -129,7 +129,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		FindTools:  cfg.FindTools || cfg.DeferTools,
 		DeferTools: cfg.DeferTools,
 		Traits:     traits,
-		Settle:     deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Settle:     screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
 		Name:       "deskenv",
 		Version:    version,
 		Logger:     log,
@@ -152,7 +152,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	ccfg := control.Config{
 		Mode: control.Mode(cfg.Mode), Display: a.display, Exec: a.exec, Capturer: a.capt, Shooter: a.shooter,
 		Tasks: tasks, Tools: mcpTools{a.mcp}, Auth: a.auth,
-		Settle: deskimage.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Settle: screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
 		Logger: log, Home: home, Name: "deskenv", Version: version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   cfg.iso.detail(cfg.session),

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/control"
-	deskimage "github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/record"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // replayCmd is `deskenv replay`: start a desktop like the one an episode was
@@ -94,7 +94,7 @@ Flags (the appliance's flags apply to the desktop it starts):
 		fmt.Fprintf(stdout, "replaying %s: %d steps on task %q (%s on %s)\n", m.ID, len(rec.Steps), taskID, a.exec.Space(), a.display.Name())
 	}
 	opt := record.ReplayOptions{OutDir: *outDir, MaxChanged: *maxChanged,
-		Settle: deskimage.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}}
+		Settle: screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}}
 	if !*asJSON {
 		opt.OnStep = func(s record.StepResult) { fmt.Fprintln(stdout, stepLine(s)) }
 	}

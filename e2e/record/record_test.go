@@ -23,9 +23,9 @@ import (
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/record"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -122,7 +122,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ex.Close()
-	capt, err := image.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 	}
 	defer probe.Close()
 	sp := ex.Space()
-	shooter := image.NewShooter(capt, image.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
+	shooter := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	dir := t.TempDir()
 	rec, err := record.New(dir, ex, shooter, capt, record.Options{FPS: -1})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/e2e/browser"
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/image"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/task"
 	"github.com/deskenv/deskenv/web"
@@ -23,8 +23,8 @@ import (
 type stack struct {
 	d       *display.Display
 	exec    *hci.Executor
-	capt    *image.Capturer
-	shooter *image.Shooter
+	capt    *screen.Capturer
+	shooter *screen.Shooter
 	ctl     *control.Control
 	srv     *httptest.Server
 }
@@ -41,13 +41,13 @@ func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Ta
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ex.Close() })
-	capt, err := image.NewCapturer(d)
+	capt, err := screen.NewCapturer(d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { capt.Close() })
 	sp := ex.Space()
-	shooter := image.NewShooter(capt, image.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
+	shooter := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	ss, err := stream.New(d, ex, stream.Config{LoopbackOnly: true, Capturer: capt})
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,11 @@
-// Package image captures the screen of a display, scales it between screen and
+// Package screen captures the screen of a display, scales it between screen and
 // model space, encodes it (PNG, JPEG), crops zooms, and tells when the screen
 // changed or settled.
 //
 // Capture goes through MIT-SHM with one persistent shared-memory segment per
 // display, so a full-screen grab is one request and a copy, not a 4 MB reply
 // through the socket.
-package image
+package screen
 
 import (
 	"context"

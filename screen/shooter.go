@@ -1,10 +1,10 @@
-package image
+package screen
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	stdimage "image"
+	"image"
 	"image/jpeg"
 	"sync"
 	"sync/atomic"
@@ -108,13 +108,13 @@ func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 
 // Zoom returns the screen-space rectangle r of the full-resolution screen,
 // encoded at full resolution (never a crop of the downscaled shot).
-func (s *Shooter) Zoom(ctx context.Context, r stdimage.Rectangle) (Shot, error) {
+func (s *Shooter) Zoom(ctx context.Context, r image.Rectangle) (Shot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
 		return Shot{}, err
 	}
-	bounds := stdimage.Rect(0, 0, s.frame.Width, s.frame.Height)
+	bounds := image.Rect(0, 0, s.frame.Width, s.frame.Height)
 	if r.Empty() || !r.In(bounds) {
 		return Shot{}, fmt.Errorf("zoom region %v is not a non-empty part of the %dx%d screen", r, s.frame.Width, s.frame.Height)
 	}

@@ -1,7 +1,7 @@
-package image
+package screen
 
 import (
-	stdimage "image"
+	"image"
 	"runtime"
 	"sync"
 )
@@ -173,8 +173,8 @@ func areaWeights(src, dst int) [][]contrib {
 
 // Crop returns the part of f inside r (clipped to the frame), sharing nothing
 // with f.
-func Crop(f *Frame, r stdimage.Rectangle) *Frame {
-	r = r.Intersect(stdimage.Rect(0, 0, f.Width, f.Height))
+func Crop(f *Frame, r image.Rectangle) *Frame {
+	r = r.Intersect(image.Rect(0, 0, f.Width, f.Height))
 	dst := &Frame{Pix: make([]byte, r.Dx()*r.Dy()*4), Stride: r.Dx() * 4, Width: r.Dx(), Height: r.Dy(), Time: f.Time}
 	for y := 0; y < r.Dy(); y++ {
 		src := f.Pix[(r.Min.Y+y)*f.Stride+r.Min.X*4:]
@@ -184,8 +184,8 @@ func Crop(f *Frame, r stdimage.Rectangle) *Frame {
 }
 
 // RGBA converts the frame to a standard library image.
-func (f *Frame) RGBA() *stdimage.RGBA {
-	img := stdimage.NewRGBA(stdimage.Rect(0, 0, f.Width, f.Height))
+func (f *Frame) RGBA() *image.RGBA {
+	img := image.NewRGBA(image.Rect(0, 0, f.Width, f.Height))
 	for y := 0; y < f.Height; y++ {
 		src := f.Pix[y*f.Stride : y*f.Stride+f.Width*4]
 		dst := img.Pix[y*img.Stride : y*img.Stride+f.Width*4]

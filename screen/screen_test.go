@@ -1,11 +1,11 @@
-package image
+package screen
 
 import (
 	"bytes"
 	"context"
 	"fmt"
 	"hash/adler32"
-	stdimage "image"
+	"image"
 	"image/color"
 	"image/jpeg"
 	"image/png"
@@ -136,13 +136,13 @@ func TestScale(t *testing.T) {
 		name         string
 		sw, sh       int
 		dw, dh       int
-		region       stdimage.Rectangle // painted red in source coords
-		probe        stdimage.Point     // inside region in dest coords
-		outsideProbe stdimage.Point
+		region       image.Rectangle // painted red in source coords
+		probe        image.Point     // inside region in dest coords
+		outsideProbe image.Point
 	}{
-		{"1920x1200 to 1280x800", 1920, 1200, 1280, 800, stdimage.Rect(300, 300, 600, 600), stdimage.Pt(300, 300), stdimage.Pt(10, 10)},
-		{"1366x768 to 1024x576", 1366, 768, 1024, 576, stdimage.Rect(0, 0, 100, 100), stdimage.Pt(10, 10), stdimage.Pt(500, 500)},
-		{"identity", 800, 600, 800, 600, stdimage.Rect(5, 5, 6, 6), stdimage.Pt(5, 5), stdimage.Pt(6, 6)},
+		{"1920x1200 to 1280x800", 1920, 1200, 1280, 800, image.Rect(300, 300, 600, 600), image.Pt(300, 300), image.Pt(10, 10)},
+		{"1366x768 to 1024x576", 1366, 768, 1024, 576, image.Rect(0, 0, 100, 100), image.Pt(10, 10), image.Pt(500, 500)},
+		{"identity", 800, 600, 800, 600, image.Rect(5, 5, 6, 6), image.Pt(5, 5), image.Pt(6, 6)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +150,7 @@ func TestScale(t *testing.T) {
 			for y := 0; y < tc.sh; y++ {
 				for x := 0; x < tc.sw; x++ {
 					i := y*src.Stride + x*4
-					if stdimage.Pt(x, y).In(tc.region) {
+					if image.Pt(x, y).In(tc.region) {
 						src.Pix[i+2] = 0xff
 					} else {
 						src.Pix[i], src.Pix[i+1], src.Pix[i+2] = 0xff, 0xff, 0xff
@@ -195,7 +195,7 @@ func TestShooterCachesUnchangedAndZoomIsFullResolution(t *testing.T) {
 		t.Fatalf("a changed screen was not re-encoded")
 	}
 
-	zoom, err := s.Zoom(ctx, stdimage.Rect(990, 590, 1050, 640))
+	zoom, err := s.Zoom(ctx, image.Rect(990, 590, 1050, 640))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestShooterCachesUnchangedAndZoomIsFullResolution(t *testing.T) {
 	if got := color.RGBAModel.Convert(img.At(9, 9)).(color.RGBA); got.G != 0 {
 		t.Fatalf("zoom pixel just outside the green square = %v", got)
 	}
-	for _, bad := range []stdimage.Rectangle{stdimage.Rect(0, 0, 0, 0), stdimage.Rect(1900, 1100, 2000, 1300)} {
+	for _, bad := range []image.Rectangle{image.Rect(0, 0, 0, 0), image.Rect(1900, 1100, 2000, 1300)} {
 		if _, err := s.Zoom(ctx, bad); err == nil || !strings.Contains(err.Error(), "zoom region") {
 			t.Errorf("Zoom(%v) err = %v, want a clear error", bad, err)
 		}
