@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // ExportOptions choose the format and the episodes of an export.
@@ -184,7 +186,8 @@ func (opt ExportOptions) keep(m *Meta) bool {
 // column is {bytes, path} with the PNG inside) or as JSON lines (the image
 // as a path relative to out, no bytes), and a dataset card README.md beside
 // out. Episodes still being recorded are skipped; incomplete ones are
-// exported with their status.
+// exported with their status. out appears only once complete: rows go to
+// out.partial first.
 func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportStats, error) {
 	st := ExportStats{Sources: map[string]int{}, Tasks: map[string]int{}}
 	if err := opt.check(); err != nil {
@@ -212,85 +215,122 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 		f.Close()
 		os.Remove(tmp)
 	}()
-	var write func([]Row) error
-	var finish func() error
-	switch opt.Format {
-	case "parquet":
-		meta, _ := json.Marshal(map[string]any{"info": map[string]any{"features": hfFeatures()}})
-		w := parquet.NewGenericWriter[Row](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
-			parquet.KeyValueMetadata("huggingface", string(meta)), parquet.CreatedBy("deskenv", "record", "1"))
-		write = func(rows []Row) error { _, err := w.Write(rows); return err }
-		finish = w.Close
-	case "jsonl":
-		bw := bufio.NewWriterSize(f, 1<<20)
-		enc := json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
-		write = func(rows []Row) error {
-			for i := range rows {
-				if err := enc.Encode(&rows[i]); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		finish = bw.Flush
-	}
+	w := newRowWriter(opt.Format, f)
 	outDir, _ := filepath.Abs(filepath.Dir(out))
 	for i, dir := range dirs {
 		if err := ctx.Err(); err != nil {
 			return st, err
 		}
-		rec, err := Open(dir)
-		if err != nil {
+		if err := exportEpisode(dir, opt, w, outDir, &st); err != nil {
 			return st, err
-		}
-		if rec.Live || !opt.keep(&rec.Meta) {
-			st.Skipped++
-		} else {
-			rows, err := rowsOf(rec, opt.Format == "parquet", outDir)
-			if err != nil {
-				return st, err
-			}
-			if err := write(rows); err != nil {
-				return st, fmt.Errorf("write the rows of %s: %w", dir, err)
-			}
-			st.Episodes++
-			st.Rows += len(rows)
-			st.Sources[rec.Meta.Source]++
-			if rec.Meta.Task != nil && rec.Meta.Task.ID != "" {
-				st.Tasks[rec.Meta.Task.ID]++
-			}
-			switch o := rec.Meta.Outcome; {
-			case o == nil || o.Reward == nil:
-				st.Unscored++
-			case o.Succeeded():
-				st.Success++
-			default:
-				st.Failure++
-			}
 		}
 		if opt.Progress != nil {
 			opt.Progress(i+1, len(dirs), st.Rows)
 		}
 	}
-	if err := finish(); err != nil {
+	if err := w.finish(); err != nil {
 		return st, fmt.Errorf("finish %s: %w", out, err)
 	}
 	if err := f.Close(); err != nil {
 		return st, err
 	}
+	return st, publish(tmp, out, opt, &st)
+}
+
+// exportEpisode writes the rows of the episode in dir, or counts it skipped
+// when it is still being recorded or the options filter it out.
+func exportEpisode(dir string, opt ExportOptions, w rowWriter, outDir string, st *ExportStats) error {
+	rec, err := Open(dir)
+	if err != nil {
+		return err
+	}
+	if rec.Live || !opt.keep(&rec.Meta) {
+		st.Skipped++
+		return nil
+	}
+	rows, err := rowsOf(rec, opt.Format == "parquet", outDir)
+	if err != nil {
+		return err
+	}
+	if err := w.write(rows); err != nil {
+		return fmt.Errorf("write the rows of %s: %w", dir, err)
+	}
+	st.count(&rec.Meta, len(rows))
+	return nil
+}
+
+// count adds one exported episode of n rows to the totals.
+func (st *ExportStats) count(m *Meta, n int) {
+	st.Episodes++
+	st.Rows += n
+	st.Sources[m.Source]++
+	if m.Task != nil && m.Task.ID != "" {
+		st.Tasks[m.Task.ID]++
+	}
+	switch o := m.Outcome; {
+	case o == nil || o.Reward == nil:
+		st.Unscored++
+	case o.Succeeded():
+		st.Success++
+	default:
+		st.Failure++
+	}
+}
+
+// publish renames the finished rows into place and writes the dataset card
+// beside them.
+func publish(tmp, out string, opt ExportOptions, st *ExportStats) error {
 	if err := os.Rename(tmp, out); err != nil {
-		return st, err
+		return err
 	}
 	if fi, err := os.Stat(out); err == nil {
 		st.Bytes = fi.Size()
 	}
 	st.Card = cardPath(filepath.Dir(out))
-	if err := os.WriteFile(st.Card, []byte(datasetCard(out, opt, st)), 0o644); err != nil {
-		return st, fmt.Errorf("write the dataset card: %w", err)
+	if err := os.WriteFile(st.Card, []byte(datasetCard(out, opt, *st)), 0o644); err != nil {
+		return fmt.Errorf("write the dataset card: %w", err)
 	}
-	return st, nil
+	return nil
 }
+
+// rowWriter writes rows in one export format.
+type rowWriter interface {
+	write(rows []Row) error
+	finish() error
+}
+
+func newRowWriter(format string, f *os.File) rowWriter {
+	if format == "jsonl" {
+		bw := bufio.NewWriterSize(f, 1<<20)
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false) // a row's text is what was typed: keep <, > and & as they are
+		return jsonlRows{bw: bw, enc: enc}
+	}
+	meta, _ := json.Marshal(map[string]any{"info": map[string]any{"features": hfFeatures()}})
+	return parquetRows{parquet.NewGenericWriter[Row](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
+		parquet.KeyValueMetadata("huggingface", string(meta)), parquet.CreatedBy("deskenv", "record", "1"))}
+}
+
+type parquetRows struct{ w *parquet.GenericWriter[Row] }
+
+func (p parquetRows) write(rows []Row) error { _, err := p.w.Write(rows); return err }
+func (p parquetRows) finish() error          { return p.w.Close() }
+
+type jsonlRows struct {
+	bw  *bufio.Writer
+	enc *json.Encoder
+}
+
+func (j jsonlRows) write(rows []Row) error {
+	for i := range rows {
+		if err := j.enc.Encode(&rows[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j jsonlRows) finish() error { return j.bw.Flush() }
 
 // rowsOf makes the rows of one episode; with embed, each row carries the
 // PNG of its observation.
@@ -318,7 +358,7 @@ func rowsOf(rec *Recording, embed bool, outDir string) ([]Row, error) {
 	rows := make([]Row, 0, len(rec.Steps))
 	for i, s := range rec.Steps {
 		a := s.Action
-		aj, _ := json.Marshal(a)
+		aj, _ := wire.Marshal(a) // the action as the agent's schema has it, <, > and & unescaped
 		r := Row{
 			EpisodeID: m.ID, Step: int32(s.Step), Source: string(s.Source), TaskID: taskID, Instruction: instr,
 			ActionJSON: string(aj), Action: a.Action, Coordinate: ints32(a.Coordinate), StartCoordinate: ints32(a.StartCoordinate),

@@ -28,7 +28,7 @@ func recordTwo(t *testing.T) string {
 	if _, err := rec.Start(ctx, EpisodeInfo{ID: "a1", TaskID: "task-a", Instruction: "do a", Source: "agent"}); err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range []string{`{"action":"left_click","coordinate":[10,20]}`, `{"action":"type","text":"hi"}`, `{"action":"key","text":"Return"}`} {
+	for i, s := range []string{`{"action":"left_click","coordinate":[10,20]}`, `{"action":"type","text":"a <b> & c"}`, `{"action":"key","text":"Return"}`} {
 		r.probe.Fill(0, 0, 300, 300, uint32(0x102030*(i+1)))
 		if _, err := r.exec.Do(ctx, mustAction(t, s), hci.SourceAgent); err != nil {
 			t.Fatal(err)
@@ -106,6 +106,11 @@ func TestExport(t *testing.T) {
 					t.Errorf("row %d: %+v", i, r)
 				}
 				var a hci.Action
+				// What was typed is kept byte for byte: a column holding
+				// "\u003c" would teach a model to type it (issue 13).
+				if r.Action == "type" && !strings.Contains(r.ActionJSON, `"text":"a <b> & c"`) {
+					t.Errorf("row %d action_json %s lost the typed <, > or &", i, r.ActionJSON)
+				}
 				if err := json.Unmarshal([]byte(r.ActionJSON), &a); err != nil || a.Action != r.Action {
 					t.Errorf("row %d action_json %s does not match action %s", i, r.ActionJSON, r.Action)
 				}

@@ -10,6 +10,8 @@
 package wire
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -152,4 +154,19 @@ func Seconds(name string, s, lo, hi float64) (time.Duration, error) {
 		return 0, fmt.Errorf("%s of %g seconds is too long", name, s)
 	}
 	return time.Duration(s * float64(time.Second)), nil
+}
+
+// Marshal is json.Marshal without HTML escaping, for every place deskenv
+// writes an action or text a model or a person typed. encoding/json's
+// default turns <, > and & into \u003c, \u003e and \u0026: valid JSON, but a
+// dataset column holding it teaches a model to type "\u003e" (issue 13).
+// There is no trailing newline, as with json.Marshal.
+func Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }

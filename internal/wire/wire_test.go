@@ -84,3 +84,26 @@ func TestSeconds(t *testing.T) {
 		t.Errorf("Seconds(1e12 s) did not overflow-check")
 	}
 }
+
+func TestMarshalKeepsMarkup(t *testing.T) {
+	tests := []struct {
+		in   any
+		want string
+	}{
+		{map[string]string{"text": "a<b>&c"}, `{"text":"a<b>&c"}`},
+		{"echo 1 > f && cat <f", `"echo 1 > f && cat <f"`},
+		{[]int{1, 2}, `[1,2]`},
+	}
+	for _, tt := range tests {
+		got, err := Marshal(tt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != tt.want {
+			t.Errorf("Marshal(%v) = %s, want %s", tt.in, got, tt.want)
+		}
+	}
+	if _, err := Marshal(func() {}); err == nil {
+		t.Error("Marshal of a func gave no error")
+	}
+}
