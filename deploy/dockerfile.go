@@ -359,86 +359,118 @@ func lint(df *dockerfile, opt lintOptions) []finding {
 			names[st.name] = true
 		}
 		names[fmt.Sprint(st.index)] = true
-
-		workdir := "/"
-		// copied holds absolute destinations of files COPYed in this
-		// stage so far, for the deps script rule.
-		copied := map[string]bool{}
+		sl := stageLint{df: df, st: st, opt: opt, add: add, names: names, workdir: "/", copied: map[string]bool{}}
 		for _, in := range st.instr {
-			switch in.cmd {
-			case "WORKDIR":
-				if !path.IsAbs(in.args) {
-					add(in.line, "workdir-absolute", "WORKDIR %s: use an absolute path, a relative one depends on every earlier WORKDIR", in.args)
-					workdir = path.Join(workdir, in.args)
-				} else {
-					workdir = path.Clean(in.args)
-				}
-			case "ADD":
-				for _, src := range sources(in) {
-					if urlRE.MatchString(src) {
-						add(in.line, "add-url", "ADD %s: fetch over the network in a RUN with a checksum (or vendor the file), ADD of a URL is neither verified nor cached sensibly", src)
-					}
-				}
-				fallthrough
-			case "COPY":
-				if from, ok := in.flag("from"); ok && !names[strings.ToLower(from)] {
-					add(in.line, "copy-from-stage", "%s --from=%s: not an earlier stage of this file (stages: %s)", in.cmd, from, stageList(df, st.index))
-				}
-				dst := destination(in)
-				if dst == "" {
-					add(in.line, "copy-args", "%s %s: want at least a source and a destination", in.cmd, in.args)
-					continue
-				}
-				if !path.IsAbs(dst) {
-					dst = path.Join(workdir, dst)
-				}
-				srcs := sources(in)
-				for _, src := range srcs {
-					if strings.HasSuffix(in.args, "/") || strings.HasSuffix(dst, "/") || len(srcs) > 1 {
-						copied[path.Join(dst, path.Base(src))] = true
-					}
-					copied[path.Clean(dst)] = true
-				}
-			case "RUN":
-				cmd := in.args
-				if in.exec != nil {
-					cmd = strings.Join(in.exec, " ")
-				}
-				if pkgInstallRE.MatchString(cmd) {
-					add(in.line, "deps-via-script", "RUN installs packages directly (%q): add them to scripts/%s and call it, so the image, `make run` and CI install the same set", pkgInstallRE.FindString(cmd), opt.depsScript)
-				}
-				if sudoRE.MatchString(cmd) {
-					add(in.line, "no-sudo", "RUN uses sudo: a build step already runs as the stage's USER; switch USER instead")
-				}
-				if pipeShellRE.MatchString(cmd) {
-					add(in.line, "no-pipe-to-shell", "RUN pipes a download into a shell: unverified code at build time")
-				}
-				if opt.depsScript != "" && strings.Contains(cmd, opt.depsScript) {
-					checkDepsRun(in, cmd, workdir, copied, opt.depsScript, add)
-				}
-			case "ENV", "ARG":
-				var pairs [][2]string
-				if in.cmd == "ENV" {
-					var err error
-					if pairs, err = envPairs(in.args); err != nil {
-						add(in.line, "env-syntax", "%v", err)
-					}
-				} else {
-					k, v, _ := strings.Cut(in.args, "=")
-					pairs = [][2]string{{k, v}}
-				}
-				for _, kv := range pairs {
-					if secretKeyRE.MatchString(kv[0]) && kv[1] != "" {
-						add(in.line, "no-secret-in-image", "%s %s has a value: secrets baked into an image are readable by anyone who pulls it; pass it at run time", in.cmd, kv[0])
-					}
-				}
-			case "MAINTAINER":
-				add(in.line, "no-maintainer", "MAINTAINER is deprecated: use LABEL org.opencontainers.image.authors")
-			}
+			sl.check(in)
 		}
 	}
 	checkFinal(df.final(), add)
 	return out
+}
+
+// stageLint walks one stage's instructions in order, keeping what later
+// rules depend on: the working directory and what was copied so far.
+type stageLint struct {
+	df      *dockerfile
+	st      *stage
+	opt     lintOptions
+	add     addFunc
+	names   map[string]bool // earlier stages, by name and index
+	workdir string
+	// copied holds absolute destinations of files COPYed in this stage so
+	// far, for the deps script rule.
+	copied map[string]bool
+}
+
+func (l *stageLint) check(in instruction) {
+	switch in.cmd {
+	case "WORKDIR":
+		l.workdirInstr(in)
+	case "ADD":
+		for _, src := range sources(in) {
+			if urlRE.MatchString(src) {
+				l.add(in.line, "add-url", "ADD %s: fetch over the network in a RUN with a checksum (or vendor the file), ADD of a URL is neither verified nor cached sensibly", src)
+			}
+		}
+		l.copyInstr(in)
+	case "COPY":
+		l.copyInstr(in)
+	case "RUN":
+		l.runInstr(in)
+	case "ENV", "ARG":
+		l.envInstr(in)
+	case "MAINTAINER":
+		l.add(in.line, "no-maintainer", "MAINTAINER is deprecated: use LABEL org.opencontainers.image.authors")
+	}
+}
+
+func (l *stageLint) workdirInstr(in instruction) {
+	if path.IsAbs(in.args) {
+		l.workdir = path.Clean(in.args)
+		return
+	}
+	l.add(in.line, "workdir-absolute", "WORKDIR %s: use an absolute path, a relative one depends on every earlier WORKDIR", in.args)
+	l.workdir = path.Join(l.workdir, in.args)
+}
+
+// copyInstr checks COPY and ADD and notes where their files land.
+func (l *stageLint) copyInstr(in instruction) {
+	if from, ok := in.flag("from"); ok && !l.names[strings.ToLower(from)] {
+		l.add(in.line, "copy-from-stage", "%s --from=%s: not an earlier stage of this file (stages: %s)", in.cmd, from, stageList(l.df, l.st.index))
+	}
+	dst := destination(in)
+	if dst == "" {
+		l.add(in.line, "copy-args", "%s %s: want at least a source and a destination", in.cmd, in.args)
+		return
+	}
+	if !path.IsAbs(dst) {
+		dst = path.Join(l.workdir, dst)
+	}
+	srcs := sources(in)
+	intoDir := strings.HasSuffix(in.args, "/") || strings.HasSuffix(dst, "/") || len(srcs) > 1
+	for _, src := range srcs {
+		if intoDir {
+			l.copied[path.Join(dst, path.Base(src))] = true
+		}
+		l.copied[path.Clean(dst)] = true
+	}
+}
+
+func (l *stageLint) runInstr(in instruction) {
+	cmd := in.args
+	if in.exec != nil {
+		cmd = strings.Join(in.exec, " ")
+	}
+	if pkgInstallRE.MatchString(cmd) {
+		l.add(in.line, "deps-via-script", "RUN installs packages directly (%q): add them to scripts/%s and call it, so the image, `make run` and CI install the same set", pkgInstallRE.FindString(cmd), l.opt.depsScript)
+	}
+	if sudoRE.MatchString(cmd) {
+		l.add(in.line, "no-sudo", "RUN uses sudo: a build step already runs as the stage's USER; switch USER instead")
+	}
+	if pipeShellRE.MatchString(cmd) {
+		l.add(in.line, "no-pipe-to-shell", "RUN pipes a download into a shell: unverified code at build time")
+	}
+	if l.opt.depsScript != "" && strings.Contains(cmd, l.opt.depsScript) {
+		checkDepsRun(in, cmd, l.workdir, l.copied, l.opt.depsScript, l.add)
+	}
+}
+
+func (l *stageLint) envInstr(in instruction) {
+	var pairs [][2]string
+	if in.cmd == "ENV" {
+		var err error
+		if pairs, err = envPairs(in.args); err != nil {
+			l.add(in.line, "env-syntax", "%v", err)
+		}
+	} else {
+		k, v, _ := strings.Cut(in.args, "=")
+		pairs = [][2]string{{k, v}}
+	}
+	for _, kv := range pairs {
+		if secretKeyRE.MatchString(kv[0]) && kv[1] != "" {
+			l.add(in.line, "no-secret-in-image", "%s %s has a value: secrets baked into an image are readable by anyone who pulls it; pass it at run time", in.cmd, kv[0])
+		}
+	}
 }
 
 func stageList(df *dockerfile, before int) string {
