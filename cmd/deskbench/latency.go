@@ -361,58 +361,117 @@ func clockOffset(ctx context.Context, drv *browser.Driver, page string) (float64
 
 func measure(ctx context.Context, c latencyConfig, probe *xprobe.Probe, drv *browser.Driver, page, kind, selector string,
 	serverPID int, d *display.Display, decoded func() (float64, error), r stackResult, extraPIDs ...int) (stackResult, error) {
+	run := stackRun{c: c, probe: probe, drv: drv, page: page, d: d, decoded: decoded, pids: append([]int{serverPID}, extraPIDs...)}
 	// A clean screen, then the watcher.
-	if err := probe.Fill(0, 0, c.width, c.height, background); err != nil {
+	if err := run.startWatcher(ctx, kind, selector); err != nil {
 		return r, err
 	}
-	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": latencyProbeJS}, nil); err != nil {
-		return r, fmt.Errorf("inject the frame watcher: %w", err)
+	if err := run.latency(ctx, &r); err != nil {
+		return r, err
+	}
+	if err := run.motion(ctx, &r); err != nil {
+		return r, err
+	}
+	return r, run.idle(ctx, &r)
+}
+
+// stackRun is one stack under measurement: the page showing it, the probe
+// painting on its display, and the processes whose CPU is counted.
+type stackRun struct {
+	c       latencyConfig
+	probe   *xprobe.Probe
+	drv     *browser.Driver
+	page    string
+	d       *display.Display
+	decoded func() (float64, error) // frames the page decoded so far; nil when it cannot say
+	pids    []int
+	off     float64 // page clock minus Go's wall clock, ms
+}
+
+func (run *stackRun) eval(ctx context.Context, expr string, arg, out any) error {
+	args := map[string]any{"page": run.page, "expr": expr}
+	if arg != nil {
+		args["arg"] = arg
+	}
+	return run.drv.Do(ctx, "eval", args, out)
+}
+
+// startWatcher clears the screen, injects the page's frame watcher and
+// aligns the two clocks.
+func (run *stackRun) startWatcher(ctx context.Context, kind, selector string) error {
+	c := run.c
+	if err := run.probe.Fill(0, 0, c.width, c.height, background); err != nil {
+		return err
+	}
+	if err := run.eval(ctx, latencyProbeJS, nil, nil); err != nil {
+		return fmt.Errorf("inject the frame watcher: %w", err)
 	}
 	opts := map[string]any{
 		"kind": kind, "selector": selector, "screenW": c.width, "screenH": c.height,
 		"markerX": markerX + cell/2, "markerY": markerY + cell/2, "palette": palette(markerPalette),
 		"counterX": counterX + cell/2, "counterY": markerY + cell/2, "counterPalette": palette(counterPalette),
 	}
-	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `(o) => deskbench.start(o)`, "arg": opts}, nil); err != nil {
-		return r, fmt.Errorf("start the frame watcher: %w", err)
+	if err := run.eval(ctx, `(o) => deskbench.start(o)`, opts, nil); err != nil {
+		return fmt.Errorf("start the frame watcher: %w", err)
 	}
-	off, err := clockOffset(ctx, drv, page)
-	if err != nil {
-		return r, err
-	}
+	off, err := clockOffset(ctx, run.drv, run.page)
+	run.off = off
+	return err
+}
 
-	// Latency: paint the marker, wait for the page to show it.
+// latency paints the marker, waits for the page to show it, and repeats.
+func (run *stackRun) latency(ctx context.Context, r *stackResult) error {
 	var lat, recv []float64
 	rng := rand.New(rand.NewPCG(1, 2))
-	for i := 0; i < c.samples+1; i++ {
-		want := i % len(markerPalette)
-		if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `(i) => deskbench.expect(i)`, "arg": want}, nil); err != nil {
-			return r, err
+	for i := 0; i < run.c.samples+1; i++ {
+		t0, res, err := run.sample(ctx, i%len(markerPalette))
+		if err != nil {
+			return err
 		}
-		t0 := time.Now()
-		if err := probe.Fill(markerX, markerY, cell, cell, markerPalette[want]); err != nil {
-			return r, err
-		}
-		var res *struct{ T, Receive float64 }
-		err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "expr": `deskbench.take()`, "timeoutMs": 3000}, &res)
 		if i == 0 {
 			// The first change only aligns the marker; it may wait on a keyframe.
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
 		r.Samples++
-		if err != nil || res == nil {
+		if res == nil {
 			r.Lost++
 			continue
 		}
 		t0ms := float64(t0.UnixMicro()) / 1000
-		lat = append(lat, res.T-off-t0ms)
+		lat = append(lat, res.T-run.off-t0ms)
 		if res.Receive > 0 {
-			recv = append(recv, res.Receive-off-t0ms)
+			recv = append(recv, res.Receive-run.off-t0ms)
 		}
 		// A random pause, so samples fall at every phase of the capture clock.
 		time.Sleep(time.Duration(60+rng.IntN(90)) * time.Millisecond)
 	}
+	r.summarize(lat, recv)
+	return nil
+}
+
+// shown is when the page showed a marker and received its frame, page clock.
+type shown struct{ T, Receive float64 }
+
+// sample paints marker colour want and waits up to 3 s for the page to show
+// it; a nil result is a lost sample.
+func (run *stackRun) sample(ctx context.Context, want int) (time.Time, *shown, error) {
+	if err := run.eval(ctx, `(i) => deskbench.expect(i)`, want, nil); err != nil {
+		return time.Time{}, nil, err
+	}
+	t0 := time.Now()
+	if err := run.probe.Fill(markerX, markerY, cell, cell, markerPalette[want]); err != nil {
+		return t0, nil, err
+	}
+	var res *shown
+	if err := run.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": 3000}, &res); err != nil {
+		return t0, nil, nil
+	}
+	return t0, res, nil
+}
+
+// summarize fills in the latency figures from the samples.
+func (r *stackResult) summarize(lat, recv []float64) {
 	r.LatencyMs = lat
 	if len(lat) > 0 {
 		s := slices.Clone(lat)
@@ -428,62 +487,75 @@ func measure(ctx context.Context, c latencyConfig, probe *xprobe.Probe, drv *bro
 		slices.Sort(recv)
 		r.ReceiveP50 = pct(recv, 50)
 	}
+}
 
-	// Motion: boxes move over the whole screen at 60 Hz; count what the page shows.
-	type counts struct {
-		Frames, Changes float64
-		Error           string
+// frameCounts are the page's counters of frames and of changes it showed.
+type frameCounts struct {
+	Frames, Changes float64
+	Error           string
+}
+
+// motion moves boxes over the whole screen at 60 Hz and counts what the page
+// shows, and the CPU the stack and Xvfb spend meanwhile.
+func (run *stackRun) motion(ctx context.Context, r *stackResult) error {
+	var c0, c1 frameCounts
+	if err := run.eval(ctx, `deskbench.counts()`, nil, &c0); err != nil {
+		return err
 	}
-	var c0, c1 counts
-	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskbench.counts()`}, &c0); err != nil {
-		return r, err
-	}
-	var dec0, dec1 float64
-	if decoded != nil {
-		if dec0, err = decoded(); err != nil {
-			return r, err
-		}
-	}
-	pids := append([]int{serverPID}, extraPIDs...)
-	cpu0, x0 := cpuTicks(pids...), cpuTicks(xvfbPID(d))
-	start := time.Now()
-	painted, err := animate(ctx, probe, c, c.motion)
+	dec0, err := run.decodedFrames()
 	if err != nil {
-		return r, err
+		return err
+	}
+	cpu0, x0 := cpuTicks(run.pids...), cpuTicks(xvfbPID(run.d))
+	start := time.Now()
+	painted, err := animate(ctx, run.probe, run.c, run.c.motion)
+	if err != nil {
+		return err
 	}
 	el := time.Since(start).Seconds()
-	cpu1, x1 := cpuTicks(pids...), cpuTicks(xvfbPID(d))
-	if err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskbench.counts()`}, &c1); err != nil {
-		return r, err
+	cpu1, x1 := cpuTicks(run.pids...), cpuTicks(xvfbPID(run.d))
+	if err := run.eval(ctx, `deskbench.counts()`, nil, &c1); err != nil {
+		return err
 	}
 	if c1.Error != "" {
-		return r, fmt.Errorf("frame watcher: %s", c1.Error)
+		return fmt.Errorf("frame watcher: %s", c1.Error)
 	}
-	if decoded != nil {
-		if dec1, err = decoded(); err != nil {
-			return r, err
-		}
+	dec1, err := run.decodedFrames()
+	if err != nil {
+		return err
+	}
+	if run.decoded != nil {
 		r.DecodedFPS = (dec1 - dec0) / el
 	}
 	r.ShownFPS = (c1.Changes - c0.Changes) / el
 	r.PaintedFPS = float64(painted) / el
 	r.ServerCPU = 100 * (cpu1 - cpu0) / el
 	r.XvfbCPU = 100 * (x1 - x0) / el
+	return nil
+}
 
-	// Idle: nothing changes.
-	if err := probe.Fill(0, 0, c.width, c.height, background); err != nil {
-		return r, err
+func (run *stackRun) decodedFrames() (float64, error) {
+	if run.decoded == nil {
+		return 0, nil
+	}
+	return run.decoded()
+}
+
+// idle measures the stack's CPU with nothing changing on the screen.
+func (run *stackRun) idle(ctx context.Context, r *stackResult) error {
+	if err := run.probe.Fill(0, 0, run.c.width, run.c.height, background); err != nil {
+		return err
 	}
 	time.Sleep(time.Second)
-	i0 := cpuTicks(pids...)
+	i0 := cpuTicks(run.pids...)
 	st := time.Now()
 	select {
-	case <-time.After(c.idle):
+	case <-time.After(run.c.idle):
 	case <-ctx.Done():
-		return r, ctx.Err()
+		return ctx.Err()
 	}
-	r.IdleCPU = 100 * (cpuTicks(pids...) - i0) / time.Since(st).Seconds()
-	return r, nil
+	r.IdleCPU = 100 * (cpuTicks(run.pids...) - i0) / time.Since(st).Seconds()
+	return nil
 }
 
 // animate moves boxes over the screen at 60 Hz and steps the counter cell
