@@ -88,62 +88,99 @@ func Replay(ctx context.Context, rec *Recording, exec *hci.Executor, shooter *sc
 			return nil, err
 		}
 	}
+	rp := replayer{rec: rec, exec: exec, shooter: shooter, capt: capt, opt: opt}
 	rep := &ReplayReport{FirstDivergence: -1}
-	for i, st := range rec.Steps {
+	for i := range rec.Steps {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		res := StepResult{Step: st.Step, Action: st.Action, Recorded: st.After}
-		if _, err := exec.Do(ctx, st.Action, opt.Source); err != nil {
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			res.Err = err.Error()
-			rep.Failed++
+		res, err := rp.step(ctx, i)
+		if err != nil {
+			return rep, err
 		}
-		rep.Executed++
-		if st.After != "" && comparable(rec, i) {
-			if _, _, err := capt.Settle(ctx, opt.Settle); err != nil {
-				return rep, fmt.Errorf("step %d: wait for the screen to settle: %w", st.Step, err)
-			}
-			shot, err := shooter.Shot(ctx)
-			if err != nil {
-				return rep, fmt.Errorf("step %d: observe: %w", st.Step, err)
-			}
-			if opt.OutDir != "" {
-				res.Replayed = filepath.Join(opt.OutDir, fmt.Sprintf("%06d.png", st.Step))
-				if err := os.WriteFile(res.Replayed, shot.Data, 0o644); err != nil {
-					return rep, err
-				}
-			}
-			want, err := os.ReadFile(filepath.Join(rec.Dir, st.After))
-			switch {
-			case errors.Is(err, os.ErrNotExist):
-				// An incomplete episode may lack it: nothing to compare.
-			case err != nil:
-				return rep, err
-			default:
-				res.MeanDiff, res.Changed, err = Compare(want, shot.Data)
-				if err != nil {
-					return rep, fmt.Errorf("step %d: compare with %s: %w", st.Step, st.After, err)
-				}
-				res.Compared = true
-				res.Match = res.Changed <= opt.MaxChanged
-				rep.Compared++
-				if !res.Match {
-					rep.Diverged++
-					if rep.FirstDivergence < 0 {
-						rep.FirstDivergence = st.Step
-					}
-				}
-			}
-		}
-		rep.Steps = append(rep.Steps, res)
+		rep.add(res)
 		if opt.OnStep != nil {
 			opt.OnStep(res)
 		}
 	}
 	return rep, nil
+}
+
+// replayer runs one recording's steps on a desktop.
+type replayer struct {
+	rec     *Recording
+	exec    *hci.Executor
+	shooter *screen.Shooter
+	capt    *screen.Capturer
+	opt     ReplayOptions
+}
+
+// step runs step i and, when its recorded observation can be compared,
+// compares the screen with it. An action that fails is a result, not an
+// error; errors are what stops the replay (the context, the screen, files).
+func (rp *replayer) step(ctx context.Context, i int) (StepResult, error) {
+	st := rp.rec.Steps[i]
+	res := StepResult{Step: st.Step, Action: st.Action, Recorded: st.After}
+	if _, err := rp.exec.Do(ctx, st.Action, rp.opt.Source); err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		res.Err = err.Error()
+	}
+	if st.After == "" || !comparable(rp.rec, i) {
+		return res, nil
+	}
+	return res, rp.compare(ctx, st, &res)
+}
+
+// compare observes the settled screen and compares it with the observation
+// recorded after st.
+func (rp *replayer) compare(ctx context.Context, st Step, res *StepResult) error {
+	if _, _, err := rp.capt.Settle(ctx, rp.opt.Settle); err != nil {
+		return fmt.Errorf("step %d: wait for the screen to settle: %w", st.Step, err)
+	}
+	shot, err := rp.shooter.Shot(ctx)
+	if err != nil {
+		return fmt.Errorf("step %d: observe: %w", st.Step, err)
+	}
+	if rp.opt.OutDir != "" {
+		res.Replayed = filepath.Join(rp.opt.OutDir, fmt.Sprintf("%06d.png", st.Step))
+		if err := os.WriteFile(res.Replayed, shot.Data, 0o644); err != nil {
+			return err
+		}
+	}
+	want, err := os.ReadFile(filepath.Join(rp.rec.Dir, st.After))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // an incomplete episode may lack it: nothing to compare
+	}
+	if err != nil {
+		return err
+	}
+	res.MeanDiff, res.Changed, err = Compare(want, shot.Data)
+	if err != nil {
+		return fmt.Errorf("step %d: compare with %s: %w", st.Step, st.After, err)
+	}
+	res.Compared = true
+	res.Match = res.Changed <= rp.opt.MaxChanged
+	return nil
+}
+
+// add counts one step's result in the report.
+func (rep *ReplayReport) add(res StepResult) {
+	rep.Executed++
+	if res.Err != "" {
+		rep.Failed++
+	}
+	if res.Compared {
+		rep.Compared++
+		if !res.Match {
+			rep.Diverged++
+			if rep.FirstDivergence < 0 {
+				rep.FirstDivergence = res.Step
+			}
+		}
+	}
+	rep.Steps = append(rep.Steps, res)
 }
 
 // comparable reports whether step i's recorded observation after shows the
