@@ -79,56 +79,67 @@ func CheckString(s string) error {
 // encoding/json would turn into U+FFFD. It does not check the JSON syntax:
 // the decoder that comes next does.
 func CheckJSON(raw []byte) error {
-	if !utf8.Valid(raw) {
-		for i := 0; i < len(raw); {
-			r, n := utf8.DecodeRune(raw[i:])
-			if r == utf8.RuneError && n <= 1 {
-				return &TextError{Offset: i, Reason: fmt.Sprintf("the byte 0x%02x", raw[i])}
+	if err := checkUTF8(raw); err != nil {
+		return err
+	}
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\':
+			n, err := escape(raw, i)
+			if err != nil || n < 0 {
+				return err
 			}
 			i += n
 		}
 	}
-	inString := false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if !inString {
-			if c == '"' {
-				inString = true
-			}
-			continue
+	return nil
+}
+
+// checkUTF8 names the first byte of raw that is not UTF-8.
+func checkUTF8(raw []byte) error {
+	if utf8.Valid(raw) {
+		return nil
+	}
+	for i := 0; i < len(raw); {
+		r, n := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return &TextError{Offset: i, Reason: fmt.Sprintf("the byte 0x%02x", raw[i])}
 		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 >= len(raw) {
-				return nil
-			}
-			if raw[i+1] != 'u' {
-				i++ // \" \\ \n ...: skip the escaped byte
-				continue
-			}
-			r, ok := hex4(raw, i+2)
-			if !ok {
-				return nil // bad syntax: the decoder says so
-			}
-			switch {
-			case utf16.IsSurrogate(r) && r < 0xdc00:
-				// A high surrogate must be followed by a low one.
-				if i+11 < len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
-					if lo, ok := hex4(raw, i+8); ok && lo >= 0xdc00 && lo <= 0xdfff {
-						i += 11
-						continue
-					}
-				}
-				return &TextError{Offset: i, Reason: fmt.Sprintf("the unpaired UTF-16 surrogate escape \\u%04x", r)}
-			case utf16.IsSurrogate(r):
-				return &TextError{Offset: i, Reason: fmt.Sprintf("the unpaired UTF-16 surrogate escape \\u%04x", r)}
-			}
-			i += 5
-		}
+		i += n
 	}
 	return nil
+}
+
+// escape looks at the escape sequence starting with the backslash at raw[i]
+// and returns how many bytes after the backslash it covers, or -1 when the
+// rest cannot be checked (bad syntax, which the decoder reports). An
+// unpaired surrogate escape is an error; a pair is one sequence.
+func escape(raw []byte, i int) (int, error) {
+	if i+1 >= len(raw) {
+		return -1, nil
+	}
+	if raw[i+1] != 'u' {
+		return 1, nil // \" \\ \n ...: skip the escaped byte
+	}
+	r, ok := hex4(raw, i+2)
+	if !ok {
+		return -1, nil
+	}
+	if !utf16.IsSurrogate(r) {
+		return 5, nil
+	}
+	// A high surrogate must be followed by a low one.
+	if r < 0xdc00 && i+11 < len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u' {
+		if lo, ok := hex4(raw, i+8); ok && lo >= 0xdc00 && lo <= 0xdfff {
+			return 11, nil
+		}
+	}
+	return 0, &TextError{Offset: i, Reason: fmt.Sprintf("the unpaired UTF-16 surrogate escape \\u%04x", r)}
 }
 
 func hex4(b []byte, at int) (rune, bool) {
