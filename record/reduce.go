@@ -280,13 +280,10 @@ func (r *Reducer) take() []Step {
 
 func (r *Reducer) input(ev Event) {
 	in := ev.Input
-	if r.haveLast {
-		gap := ev.T - r.lastEnd
-		if gap >= r.th.Idle.Seconds() && r.press == nil {
-			r.tick(ev.T)
-			r.closeOpen()
-			r.emitWait(ev.Source, r.lastEnd, ev.T)
-		}
+	if r.haveLast && ev.T-r.lastEnd >= r.th.Idle.Seconds() && r.press == nil {
+		r.tick(ev.T)
+		r.closeOpen()
+		r.emitWait(ev.Source, r.lastEnd, ev.T)
 	}
 	r.tick(ev.T)
 	switch in.Type {
@@ -294,24 +291,13 @@ func (r *Reducer) input(ev Event) {
 		r.motion(ev, in.X, in.Y)
 	case hci.InputButtonDown:
 		r.px, r.py = in.X, in.Y
-		if in.Button >= 4 && in.Button <= 7 {
-			dx, dy := 0, 0
-			switch in.Button {
-			case 4:
-				dy = -1
-			case 5:
-				dy = 1
-			case 6:
-				dx = -1
-			case 7:
-				dx = 1
-			}
+		if dx, dy, ok := wheelButton(in.Button); ok {
 			r.wheel(ev, dx, dy)
 		} else {
 			r.buttonDown(ev, in.Button)
 		}
 	case hci.InputButtonUp:
-		if in.Button < 4 || in.Button > 7 {
+		if _, _, ok := wheelButton(in.Button); !ok {
 			r.buttonUp(ev, in.Button, in.X, in.Y)
 		}
 	case hci.InputWheel:
@@ -326,6 +312,22 @@ func (r *Reducer) input(ev Event) {
 		r.lastEnd = ev.End()
 	}
 	r.haveLast = true
+}
+
+// wheelButton is the scroll a wheel button (X's buttons 4 to 7: up, down,
+// left, right) stands for; ok is false for the other buttons.
+func wheelButton(b int) (dx, dy int, ok bool) {
+	switch b {
+	case 4:
+		return 0, -1, true
+	case 5:
+		return 0, 1, true
+	case 6:
+		return -1, 0, true
+	case 7:
+		return 1, 0, true
+	}
+	return 0, 0, false
 }
 
 func (r *Reducer) motion(ev Event, x, y int) {
@@ -475,39 +477,19 @@ func (r *Reducer) holdPress() {
 
 func (r *Reducer) keyDown(ev Event, k hci.Keysym) {
 	if chordModifier(k) {
-		for _, m := range r.mods {
-			if m.sym == k {
-				return // auto-repeat of a held modifier
-			}
-		}
-		if !typingModifier(k) {
-			r.closeOpen()
-		}
-		r.mods = append(r.mods, heldMod{sym: k, t0: ev.T, first: ev.I})
+		r.modifierDown(ev, k)
 		return
 	}
 	r.holdPress()
 	if o := r.open; o != nil && o.kind == bMove {
 		r.closeOpen()
 	}
-	nonTyping := false
-	for _, m := range r.mods {
-		if !typingModifier(m.sym) {
-			nonTyping = true
-		}
-	}
-	ch, printable := k.Rune()
+	typing := r.typingOnly()
 	for i := range r.mods {
 		r.mods[i].used = true
 	}
-	if printable && !nonTyping {
-		if o := r.open; o != nil && o.kind == bType {
-			o.text = append(o.text, ch)
-			o.t1, o.last = ev.End(), ev.I
-			return
-		}
-		r.closeOpen()
-		r.open = &building{kind: bType, src: ev.Source, t0: ev.T, t1: ev.End(), first: ev.I, last: ev.I, text: []rune{ch}}
+	if ch, printable := k.Rune(); printable && typing {
+		r.typeRune(ev, ch)
 		return
 	}
 	chord := r.chord(k)
@@ -518,6 +500,43 @@ func (r *Reducer) keyDown(ev Event, k hci.Keysym) {
 	}
 	r.closeOpen()
 	r.open = &building{kind: bKey, src: ev.Source, t0: ev.T, t1: ev.End(), first: ev.I, last: ev.I, chord: chord, n: 1}
+}
+
+// modifierDown notes a modifier pressed, once: the X server repeats a held
+// key, and a modifier that does not type (Ctrl, Alt, Super) ends the text
+// being typed.
+func (r *Reducer) modifierDown(ev Event, k hci.Keysym) {
+	for _, m := range r.mods {
+		if m.sym == k {
+			return // auto-repeat of a held modifier
+		}
+	}
+	if !typingModifier(k) {
+		r.closeOpen()
+	}
+	r.mods = append(r.mods, heldMod{sym: k, t0: ev.T, first: ev.I})
+}
+
+// typingOnly reports whether every held modifier is one that types (Shift,
+// AltGr): a printable key then types text rather than making a chord.
+func (r *Reducer) typingOnly() bool {
+	for _, m := range r.mods {
+		if !typingModifier(m.sym) {
+			return false
+		}
+	}
+	return true
+}
+
+// typeRune adds ch to the text being typed, or starts a new type step.
+func (r *Reducer) typeRune(ev Event, ch rune) {
+	if o := r.open; o != nil && o.kind == bType {
+		o.text = append(o.text, ch)
+		o.t1, o.last = ev.End(), ev.I
+		return
+	}
+	r.closeOpen()
+	r.open = &building{kind: bType, src: ev.Source, t0: ev.T, t1: ev.End(), first: ev.I, last: ev.I, text: []rune{ch}}
 }
 
 func (r *Reducer) keyUp(ev Event, k hci.Keysym) {
