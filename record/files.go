@@ -12,6 +12,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/wire"
 )
 
 // File names inside an episode directory.
@@ -189,7 +191,12 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(data)
+	// CreateTemp makes the file 0600; an episode's files are 0644 like the
+	// rest, so a training job under another user can read what was recorded.
+	err = tmp.Chmod(0o644)
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -211,11 +218,18 @@ func writeFileAtomic(path string, data []byte) error {
 }
 
 func writeMeta(dir string, m *Meta) error {
-	b, err := json.MarshalIndent(m, "", "  ")
+	// The instruction and the reasons are text a person reads: <, > and &
+	// stay as they are (wire.Marshal), then the file is indented.
+	raw, err := wire.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", MetaFile, err)
 	}
-	return writeFileAtomic(filepath.Join(dir, MetaFile), append(b, '\n'))
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return fmt.Errorf("encode %s: %w", MetaFile, err)
+	}
+	b.WriteByte('\n')
+	return writeFileAtomic(filepath.Join(dir, MetaFile), b.Bytes())
 }
 
 // lockEpisode takes the episode's lock for as long as the recorder runs, so
