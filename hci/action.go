@@ -592,7 +592,7 @@ func (a Action) Mutates() bool {
 
 // String is the action as compact JSON, for logs.
 func (a Action) String() string {
-	b, err := json.Marshal(a)
+	b, err := wire.Marshal(a) // as typed: <, > and & unescaped
 	if err != nil {
 		return a.Action
 	}

@@ -88,6 +88,10 @@ type Step struct {
 	// ended, as paths relative to the episode directory (shots/000003.png).
 	Before string `json:"before,omitempty"`
 	After  string `json:"after,omitempty"`
+	// AfterMissing marks a step Repair rebuilt from input.jsonl: the recorder
+	// died before observing the screen after it, so After is empty, and
+	// Before is the last observation on disk from before the step.
+	AfterMissing bool `json:"after_missing,omitempty"`
 	// Err is the executor's error for an action that failed.
 	Err string `json:"error,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/wire"
 )
 
@@ -181,6 +182,65 @@ func (l *lines) close() error {
 		err = cerr
 	}
 	return err
+}
+
+// rebuildSteps appends to steps.jsonl the steps of the events no step
+// covers yet, and returns them. input.jsonl is reduced again from its start
+// (the reducer's state, such as a held modifier, depends on what came
+// before), and the steps that begin after the last event a written step
+// covers are the missing ones. They have no observation after them.
+func rebuildSteps(dir string, rec *Recording) ([]Step, error) {
+	covered, next := -1, 0
+	for _, st := range rec.Steps {
+		if n := len(st.Events); n > 0 {
+			covered = max(covered, st.Events[n-1])
+		}
+		next = max(next, st.Step+1)
+	}
+	m := rec.Meta
+	space := hci.Space{ScreenW: m.Screen.W, ScreenH: m.Screen.H, ModelW: m.Model.W, ModelH: m.Model.H}
+	if space.Check() != nil {
+		space = hci.Space{} // an older or damaged episode.json: screen coordinates
+	}
+	var out []Step
+	for _, st := range Reduce(rec.Events, space) {
+		// Steps come in the order they started: once one is missing, so is
+		// everything after it, waits for idle time included.
+		if len(out) == 0 && (len(st.Events) == 0 || st.Events[0] <= covered) {
+			continue
+		}
+		st.Step = next + len(out)
+		st.Before = lastShotBefore(rec.Shots, st.TStart)
+		st.AfterMissing = true
+		out = append(out, st)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	l, err := createLines(filepath.Join(dir, StepsFile))
+	if err != nil {
+		return nil, fmt.Errorf("rebuild the missing steps: %w", err)
+	}
+	for i := range out {
+		if err := l.write(&out[i]); err != nil {
+			l.close()
+			return nil, fmt.Errorf("rebuild the missing steps: %w", err)
+		}
+	}
+	return out, l.close()
+}
+
+// lastShotBefore is the file of the last observation on disk taken at or
+// before t, or "".
+func lastShotBefore(shots []Shot, t float64) string {
+	file := ""
+	for _, sh := range shots {
+		if sh.T > t {
+			break
+		}
+		file = sh.File
+	}
+	return file
 }
 
 // writeFileAtomic replaces path with data so that a reader (or a crash)
@@ -371,8 +431,10 @@ func readLines[T any](path string) (out []T, torn int, err error) {
 }
 
 // Repair finishes an episode whose recorder died: it cuts unfinished last
-// lines off the JSON-lines files and writes episode.json with status
-// incomplete, the counts of what survived and its end time. A live or
+// lines off the JSON-lines files, rebuilds the steps of actions that were in
+// input.jsonl but had no step yet (a step is written once the screen after
+// it is observed, which a kill -9 can cut short), and writes episode.json
+// with status incomplete, the counts of what survived and its end time. A live or
 // finished episode is left alone. It reports whether it changed anything.
 func Repair(dir string) (bool, error) {
 	// episode.json alone says whether there is anything to repair: the
@@ -394,6 +456,11 @@ func Repair(dir string) (bool, error) {
 			return false, err
 		}
 	}
+	rebuilt, err := rebuildSteps(dir, rec)
+	if err != nil {
+		return false, err
+	}
+	rec.Steps = append(rec.Steps, rebuilt...)
 	m := rec.Meta
 	// The times come from files a crash, or a person, may have damaged: an
 	// event ending later than any episode lasts (1e308 s, whose sum is +Inf)

@@ -1,6 +1,8 @@
 package record
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,5 +39,59 @@ func TestEpisodeFilesReadableAndUnescaped(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"instruction": "write a <b> & c > f"`) {
 		t.Errorf("%s does not hold the instruction as written:\n%s", MetaFile, b)
+	}
+}
+
+// A recorder killed (kill -9) after two agent actions whose screens it had
+// not yet observed leaves them in input.jsonl only: Repair rebuilds their
+// steps, marked as having no observation after them, and the export has a
+// row for each (issue 13).
+func TestRepairRebuildsStepsOfActionsWithoutOne(t *testing.T) {
+	dir := t.TempDir()
+	input := `{"i":0,"t":0.5,"seq":1,"source":"agent","kind":"action","action":{"action":"left_click","coordinate":[10,20]},"dur":0.05}` + "\n" +
+		`{"i":1,"t":0.6,"seq":2,"source":"agent","kind":"action","action":{"action":"type","text":"a <b> & c"},"dur":0.01}` + "\n" +
+		`{"i":2,"t":0.7,"seq":3,"source":"agent","kind":"action","action":{"action":"key","text":"Return"},"dur":0.01}` + "\n"
+	steps := `{"step":0,"source":"agent","action":{"action":"left_click","coordinate":[10,20]},"t_start":0.5,"t_end":0.55,"events":[0],"before":"shots/000000.png","after":"shots/000000.png"}` + "\n"
+	for name, body := range map[string]string{MetaFile: seedMeta, InputFile: input, StepsFile: steps, ShotsFile: seedShots} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if changed, err := Repair(dir); err != nil || !changed {
+		t.Fatalf("Repair = %v, %v; want a change", changed, err)
+	}
+	rec, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, st := range rec.Steps {
+		got = append(got, fmt.Sprintf("%d %s before=%s after=%q missing=%v", st.Step, st.Action, st.Before, st.After, st.AfterMissing))
+	}
+	want := []string{
+		`0 {"action":"left_click","coordinate":[10,20]} before=shots/000000.png after="shots/000000.png" missing=false`,
+		`1 {"action":"type","text":"a <b> & c"} before=shots/000000.png after="" missing=true`,
+		`2 {"action":"key","text":"Return"} before=shots/000000.png after="" missing=true`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("steps after Repair:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if rec.Meta.Status != StatusIncomplete || rec.Meta.Counts.Steps != 3 {
+		t.Errorf("episode.json says status %q, %d steps; want incomplete, 3", rec.Meta.Status, rec.Meta.Counts.Steps)
+	}
+	// A second Repair adds nothing.
+	if _, err := Repair(dir); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Open(dir); err != nil || len(again.Steps) != 3 {
+		t.Fatalf("after a second Repair: %v, %d steps; want 3", err, len(again.Steps))
+	}
+	out := filepath.Join(t.TempDir(), "train.jsonl")
+	st, err := Export(context.Background(), dir, out, ExportOptions{Format: "jsonl"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Rows != 3 {
+		t.Errorf("the export has %d rows, want 3 (one per step)", st.Rows)
 	}
 }
