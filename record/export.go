@@ -20,7 +20,8 @@ import (
 
 // ExportOptions choose the format and the episodes of an export.
 type ExportOptions struct {
-	// Format is "parquet" (default) or "jsonl".
+	// Format is "parquet" (default), "jsonl" (the same rows) or "agentnet"
+	// (one AgentNet/OpenCUA trajectory per episode, see agentnet.go).
 	Format string
 	// TaskID, Source (human, agent, mixed) and Outcome (success, failure)
 	// keep only the episodes that match; empty keeps all.
@@ -148,9 +149,9 @@ func (o *Outcome) Succeeded() bool {
 
 func (opt ExportOptions) check() error {
 	switch opt.Format {
-	case "", "parquet", "jsonl":
+	case "", "parquet", "jsonl", "agentnet":
 	default:
-		return fmt.Errorf("format %q is not known: use parquet or jsonl", opt.Format)
+		return fmt.Errorf("format %q is not known: use parquet, jsonl or agentnet", opt.Format)
 	}
 	switch opt.Source {
 	case "", "human", "agent", "mixed":
@@ -215,7 +216,7 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 		f.Close()
 		os.Remove(tmp)
 	}()
-	w := newRowWriter(opt.Format, f)
+	w := newEpisodeWriter(opt.Format, f)
 	outDir, _ := filepath.Abs(filepath.Dir(out))
 	for i, dir := range dirs {
 		if err := ctx.Err(); err != nil {
@@ -239,7 +240,7 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 
 // exportEpisode writes the rows of the episode in dir, or counts it skipped
 // when it is still being recorded or the options filter it out.
-func exportEpisode(dir string, opt ExportOptions, w rowWriter, outDir string, st *ExportStats) error {
+func exportEpisode(dir string, opt ExportOptions, w episodeWriter, outDir string, st *ExportStats) error {
 	rec, err := Open(dir)
 	if err != nil {
 		return err
@@ -248,14 +249,11 @@ func exportEpisode(dir string, opt ExportOptions, w rowWriter, outDir string, st
 		st.Skipped++
 		return nil
 	}
-	rows, err := rowsOf(rec, opt.Format == "parquet", outDir)
+	n, err := w.write(rec, outDir)
 	if err != nil {
-		return err
-	}
-	if err := w.write(rows); err != nil {
 		return fmt.Errorf("write the rows of %s: %w", dir, err)
 	}
-	st.count(&rec.Meta, len(rows))
+	st.count(&rec.Meta, n)
 	return nil
 }
 
@@ -293,18 +291,20 @@ func publish(tmp, out string, opt ExportOptions, st *ExportStats) error {
 	return nil
 }
 
-// rowWriter writes rows in one export format.
-type rowWriter interface {
-	write(rows []Row) error
+// episodeWriter writes episodes in one export format and says how many
+// rows (steps, or trajectory entries) each became.
+type episodeWriter interface {
+	write(rec *Recording, outDir string) (rows int, err error)
 	finish() error
 }
 
-func newRowWriter(format string, f *os.File) rowWriter {
-	if format == "jsonl" {
+func newEpisodeWriter(format string, f *os.File) episodeWriter {
+	switch format {
+	case "jsonl", "agentnet":
 		bw := bufio.NewWriterSize(f, 1<<20)
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false) // a row's text is what was typed: keep <, > and & as they are
-		return jsonlRows{bw: bw, enc: enc}
+		return jsonlRows{bw: bw, enc: enc, agentnet: format == "agentnet"}
 	}
 	meta, _ := json.Marshal(map[string]any{"info": map[string]any{"features": hfFeatures()}})
 	return parquetRows{parquet.NewGenericWriter[Row](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
@@ -313,21 +313,40 @@ func newRowWriter(format string, f *os.File) rowWriter {
 
 type parquetRows struct{ w *parquet.GenericWriter[Row] }
 
-func (p parquetRows) write(rows []Row) error { _, err := p.w.Write(rows); return err }
-func (p parquetRows) finish() error          { return p.w.Close() }
-
-type jsonlRows struct {
-	bw  *bufio.Writer
-	enc *json.Encoder
+func (p parquetRows) write(rec *Recording, outDir string) (int, error) {
+	rows, err := rowsOf(rec, true, outDir)
+	if err != nil {
+		return 0, err
+	}
+	_, err = p.w.Write(rows)
+	return len(rows), err
 }
 
-func (j jsonlRows) write(rows []Row) error {
+func (p parquetRows) finish() error { return p.w.Close() }
+
+// jsonlRows writes one JSON line per step, or with agentnet one per
+// episode: an AgentNet trajectory.
+type jsonlRows struct {
+	bw       *bufio.Writer
+	enc      *json.Encoder
+	agentnet bool
+}
+
+func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
+	if j.agentnet {
+		tr := trajectoryOf(rec, outDir)
+		return len(tr.Traj), j.enc.Encode(tr)
+	}
+	rows, err := rowsOf(rec, false, outDir)
+	if err != nil {
+		return 0, err
+	}
 	for i := range rows {
 		if err := j.enc.Encode(&rows[i]); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return len(rows), nil
 }
 
 func (j jsonlRows) finish() error { return j.bw.Flush() }

@@ -1,0 +1,211 @@
+package record
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/deskenv/deskenv/hci"
+)
+
+// pyautoguiCode renders one step's action as the Python that AgentNet
+// (xlang-ai/OpenCUA) trajectories carry in their code field: pyautogui
+// calls with coordinates normalised to 0..1 of the screenshot the action was
+// taken on (model space here), four decimals, one call per line. Actions that
+// only observe (screenshot, cursor_position, zoom) have no code: ok is false.
+//
+// The function names and arguments are pyautogui's own (its documentation:
+// click, rightClick, middleClick, doubleClick, tripleClick, moveTo, dragTo,
+// mouseDown, mouseUp, scroll, hscroll, write, press, hotkey, keyDown, keyUp)
+// and time.sleep; key names are pyautogui's KEYBOARD_KEYS spelling.
+func pyautoguiCode(a hci.Action, modelW, modelH int) (code string, ok bool) {
+	at := func() string { return normXY(a.Coordinate, modelW, modelH) }
+	var lines []string
+	switch a.Action {
+	case hci.ActLeftClick:
+		lines = []string{"pyautogui.click(" + at() + ")"}
+	case hci.ActRightClick:
+		lines = []string{"pyautogui.rightClick(" + at() + ")"}
+	case hci.ActMiddleClick:
+		lines = []string{"pyautogui.middleClick(" + at() + ")"}
+	case hci.ActDoubleClick:
+		lines = []string{"pyautogui.doubleClick(" + at() + ")"}
+	case hci.ActTripleClick:
+		lines = []string{"pyautogui.tripleClick(" + at() + ")"}
+	case hci.ActMouseMove:
+		lines = []string{"pyautogui.moveTo(" + at() + ")"}
+	case hci.ActLeftClickDrag:
+		lines = []string{
+			"pyautogui.moveTo(" + normXY(a.StartCoordinate, modelW, modelH) + ")",
+			"pyautogui.dragTo(" + at() + ", button='left')",
+		}
+	case hci.ActLeftMouseDown, hci.ActLeftMouseUp:
+		lines = mouseButton(a, modelW, modelH)
+	case hci.ActScroll:
+		lines = []string{scrollCall(a, modelW, modelH)}
+	case hci.ActType:
+		lines = []string{"pyautogui.write(" + pyString(a.Text) + ")"}
+	case hci.ActKey:
+		lines = keyCalls(a.Text)
+	case hci.ActHoldKey:
+		lines = holdKey(a)
+	case hci.ActWait:
+		lines = []string{fmt.Sprintf("time.sleep(%s)", seconds(a.Duration))}
+	default:
+		return "", false
+	}
+	return strings.Join(withModifiers(a, lines), "\n"), true
+}
+
+// normXY is "x=0.4100, y=0.2200": a model-space point on AgentNet's 0..1 grid.
+func normXY(c []int, w, h int) string {
+	if len(c) != 2 || w <= 0 || h <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("x=%.4f, y=%.4f", float64(c[0])/float64(w), float64(c[1])/float64(h))
+}
+
+func mouseButton(a hci.Action, w, h int) []string {
+	call := "pyautogui.mouseDown(button='left')"
+	if a.Action == hci.ActLeftMouseUp {
+		call = "pyautogui.mouseUp(button='left')"
+	}
+	if len(a.Coordinate) == 2 {
+		return []string{"pyautogui.moveTo(" + normXY(a.Coordinate, w, h) + ")", call}
+	}
+	return []string{call}
+}
+
+// scrollCall: pyautogui's scroll takes clicks, positive up; hscroll positive
+// right. computer_20251124 gives a direction and a number of notches.
+func scrollCall(a hci.Action, w, h int) string {
+	n := 3 // the reference tool's default
+	if a.ScrollAmount != nil {
+		n = *a.ScrollAmount
+	}
+	fn := "scroll"
+	switch a.ScrollDirection {
+	case "down":
+		n = -n
+	case "left":
+		fn, n = "hscroll", -n
+	case "right":
+		fn = "hscroll"
+	}
+	if xy := normXY(a.Coordinate, w, h); xy != "" {
+		return fmt.Sprintf("pyautogui.%s(%d, %s)", fn, n, xy)
+	}
+	return fmt.Sprintf("pyautogui.%s(%d)", fn, n)
+}
+
+// keyCalls renders a key action's text: chords joined by + become hotkey,
+// a single key press; a space-separated sequence ("Return Return", the
+// reducer's repeated key) one call per key.
+func keyCalls(text string) []string {
+	var out []string
+	for _, chord := range strings.Fields(text) {
+		keys := strings.Split(chord, "+")
+		names := make([]string, len(keys))
+		for i, k := range keys {
+			names[i] = pyString(pyKey(k))
+		}
+		if len(names) == 1 {
+			out = append(out, "pyautogui.press("+names[0]+")")
+		} else {
+			out = append(out, "pyautogui.hotkey("+strings.Join(names, ", ")+")")
+		}
+	}
+	return out
+}
+
+func holdKey(a hci.Action) []string {
+	keys := strings.Split(a.Text, "+")
+	var down, up []string
+	for i, k := range keys {
+		down = append(down, "pyautogui.keyDown("+pyString(pyKey(k))+")")
+		up = append(up, "pyautogui.keyUp("+pyString(pyKey(keys[len(keys)-1-i]))+")")
+	}
+	return append(append(down, fmt.Sprintf("time.sleep(%s)", seconds(a.Duration))), up...)
+}
+
+// withModifiers wraps a click or scroll that holds modifiers (its text, or
+// key in the quickstart's spelling) in keyDown and keyUp.
+func withModifiers(a hci.Action, lines []string) []string {
+	mods := a.Text
+	if mods == "" {
+		mods = a.Key
+	}
+	switch a.Action {
+	case hci.ActLeftClick, hci.ActRightClick, hci.ActMiddleClick, hci.ActDoubleClick, hci.ActTripleClick, hci.ActScroll:
+	default:
+		return lines
+	}
+	if mods == "" {
+		return lines
+	}
+	keys := strings.Split(mods, "+")
+	out := make([]string, 0, len(lines)+2*len(keys))
+	for _, k := range keys {
+		out = append(out, "pyautogui.keyDown("+pyString(pyKey(k))+")")
+	}
+	out = append(out, lines...)
+	for i := len(keys) - 1; i >= 0; i-- {
+		out = append(out, "pyautogui.keyUp("+pyString(pyKey(keys[i]))+")")
+	}
+	return out
+}
+
+// pyKeys maps xdotool keysym names (and deskenv's aliases) to pyautogui's.
+var pyKeys = map[string]string{
+	"return": "enter", "enter": "enter", "kp_enter": "enter", "escape": "esc", "esc": "esc",
+	"backspace": "backspace", "tab": "tab", "iso_left_tab": "tab", "delete": "delete", "del": "delete",
+	"insert": "insert", "home": "home", "end": "end", "page_up": "pageup", "prior": "pageup",
+	"page_down": "pagedown", "next": "pagedown", "up": "up", "down": "down", "left": "left", "right": "right",
+	"space": "space", "ctrl": "ctrl", "control": "ctrl", "control_l": "ctrlleft", "control_r": "ctrlright",
+	"alt": "alt", "alt_l": "altleft", "alt_r": "altright", "shift": "shift", "shift_l": "shiftleft",
+	"shift_r": "shiftright", "super": "win", "super_l": "winleft", "super_r": "winright", "cmd": "win",
+	"meta": "win", "win": "win", "caps_lock": "capslock", "menu": "apps", "print": "printscreen",
+	"minus": "-", "equal": "=", "plus": "+", "comma": ",", "period": ".", "slash": "/",
+	"backslash": "\\", "semicolon": ";", "apostrophe": "'", "grave": "`", "bracketleft": "[", "bracketright": "]",
+}
+
+func pyKey(k string) string {
+	if p, ok := pyKeys[strings.ToLower(k)]; ok {
+		return p
+	}
+	return strings.ToLower(k) // letters, digits, f1..f24 are spelled the same
+}
+
+// pyString is s as a Python string literal in single quotes.
+func pyString(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\'':
+			b.WriteString(`\'`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			if r < 0x20 || r == 0x7f {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+func seconds(d *float64) string {
+	if d == nil {
+		return "1"
+	}
+	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", *d), "0"), ".")
+}
