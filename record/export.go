@@ -26,6 +26,10 @@ type ExportOptions struct {
 	// TaskID, Source (human, agent, mixed) and Outcome (success, failure)
 	// keep only the episodes that match; empty keeps all.
 	TaskID, Source, Outcome string
+	// Review keeps only episodes whose review status (review.json; none
+	// is unreviewed) is one of these, comma-separated: accepted, rejected,
+	// unreviewed. Empty keeps all.
+	Review string
 	// Progress, if set, is told after each episode how many of how many
 	// episodes are done and how many rows were written.
 	Progress func(done, total, rows int)
@@ -163,7 +167,21 @@ func (opt ExportOptions) check() error {
 	default:
 		return fmt.Errorf("outcome %q is not known: use success or failure", opt.Outcome)
 	}
-	return nil
+	_, err := reviewFilter(opt.Review)
+	return err
+}
+
+// keepReview reports whether the review filter keeps the episode in dir.
+func (opt ExportOptions) keepReview(dir string) (bool, error) {
+	statuses, err := reviewFilter(opt.Review)
+	if err != nil || statuses == nil {
+		return true, err
+	}
+	r, err := ReadReview(dir)
+	if err != nil {
+		return false, err
+	}
+	return statuses[r.Status], nil
 }
 
 func (opt ExportOptions) keep(m *Meta) bool {
@@ -245,7 +263,11 @@ func exportEpisode(dir string, opt ExportOptions, w episodeWriter, outDir string
 	if err != nil {
 		return err
 	}
-	if rec.Live || !opt.keep(&rec.Meta) {
+	keep, err := opt.keepReview(dir)
+	if err != nil {
+		return err
+	}
+	if rec.Live || !keep || !opt.keep(&rec.Meta) {
 		st.Skipped++
 		return nil
 	}

@@ -95,3 +95,57 @@ func TestRepairRebuildsStepsOfActionsWithoutOne(t *testing.T) {
 		t.Errorf("the export has %d rows, want 3 (one per step)", st.Rows)
 	}
 }
+
+func TestReviewAndExportFilter(t *testing.T) {
+	root := t.TempDir()
+	for _, id := range []string{"a", "b", "c"} {
+		dir := filepath.Join(root, id)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		meta := strings.Replace(seedMeta, `"status":"recording"`, `"status":"complete"`, 1)
+		meta = strings.Replace(meta, `"id":"ep-1"`, `"id":"`+id+`"`, 1)
+		for name, body := range map[string]string{MetaFile: meta, StepsFile: strings.SplitAfter(seedSteps, "\n")[0]} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := SetReview(filepath.Join(root, "a"), Review{Status: ReviewAccepted, Note: "clean <demo> & fast", By: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetReview(filepath.Join(root, "b"), Review{Status: ReviewRejected, Note: "clicked the wrong file"}); err != nil {
+		t.Fatal(err)
+	}
+	bad := []Review{{Status: "great"}, {Status: ReviewAccepted, Note: strings.Repeat("x", maxReviewNote+1)}, {Status: ReviewAccepted, Note: "\xff"}}
+	for _, r := range bad {
+		if _, err := SetReview(filepath.Join(root, "c"), r); err == nil {
+			t.Errorf("SetReview(%+v) gave no error", r.Status)
+		}
+	}
+	if r, err := ReadReview(filepath.Join(root, "a")); err != nil || r.Status != ReviewAccepted || r.Note != "clean <demo> & fast" || r.At.IsZero() {
+		t.Errorf("ReadReview(a) = %+v, %v", r, err)
+	}
+	if r, err := ReadReview(filepath.Join(root, "c")); err != nil || r.Status != ReviewUnreviewed {
+		t.Errorf("ReadReview(c) = %+v, %v; want unreviewed", r, err)
+	}
+	tests := []struct {
+		review   string
+		episodes int
+	}{
+		{"", 3}, {"accepted", 1}, {"rejected", 1}, {"unreviewed", 1}, {"accepted,unreviewed", 2},
+	}
+	for _, tt := range tests {
+		out := filepath.Join(t.TempDir(), "train.jsonl")
+		st, err := Export(context.Background(), root, out, ExportOptions{Format: "jsonl", Review: tt.review})
+		if err != nil {
+			t.Fatalf("review %q: %v", tt.review, err)
+		}
+		if st.Episodes != tt.episodes {
+			t.Errorf("review %q exported %d episodes, want %d", tt.review, st.Episodes, tt.episodes)
+		}
+	}
+	if _, err := Export(context.Background(), root, filepath.Join(t.TempDir(), "x.jsonl"), ExportOptions{Review: "maybe"}); err == nil || !strings.Contains(err.Error(), "accepted, rejected or unreviewed") {
+		t.Errorf("an unknown review filter gave %v", err)
+	}
+}

@@ -21,9 +21,10 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&opt.TaskID, "task", "", "only episodes of this task id")
 	fs.StringVar(&opt.Source, "source", "", "only episodes by this source: human, agent or mixed")
 	fs.StringVar(&opt.Outcome, "outcome", "", "only episodes with this outcome: success or failure")
+	fs.StringVar(&opt.Review, "review", "", "only episodes with this review status: accepted, rejected or unreviewed (comma-separated for several)")
 	fs.StringVar(&opt.Name, "name", "", "the dataset's name in its card (default: the output directory's name)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet] [--task ID] [--source human|agent|mixed] [--outcome success|failure] EPISODES_DIR
+		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet] [--task ID] [--source human|agent|mixed] [--outcome success|failure] [--review accepted|rejected|unreviewed] EPISODES_DIR
 
 Writes one row per recorded step of every episode under EPISODES_DIR (as recorded with
 --episodes), and a dataset card README.md beside FILE. Progress goes to stderr.
