@@ -121,7 +121,7 @@ func TestReduce(t *testing.T) {
 		{
 			name:  "fast typing is one run",
 			table: typing(0, 0.03, "echo hello world > ~/hello.txt"),
-			want:  []string{`{"action":"type","text":"echo hello world \u003e ~/hello.txt"}`},
+			want:  []string{`{"action":"type","text":"echo hello world > ~/hello.txt"}`},
 		},
 		{
 			name:  "shift and a character count as typing",

@@ -314,7 +314,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	}
 	want := []string{
 		fmt.Sprintf(`{"action":"left_click","coordinate":[%d,%d]}`, cx, cy),
-		`{"action":"type","text":"echo hello world \u003e ~/hello.txt"}`,
+		`{"action":"type","text":"echo hello world > ~/hello.txt"}`,
 		`{"action":"key","text":"Return"}`,
 	}
 	var acts []string
