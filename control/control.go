@@ -109,8 +109,6 @@ type Config struct {
 	WindowWait time.Duration
 	// History is how many finished episodes are kept (default 1000).
 	History int
-	// Viewers, if set, is exported as the gauge deskenv_viewers.
-	Viewers func() int
 	// ResetTimeout bounds a reset (ending the last episode, the clean-up,
 	// the task's setup, the first observation); default 3 minutes. A reset
 	// runs to its end even when its caller goes away, so this, not the
@@ -126,7 +124,7 @@ type Control struct {
 	cfg     Config
 	log     *slog.Logger
 	desk    *desk
-	metrics *Metrics
+	metrics *metrics
 	tasks   map[string]*task.Task
 	taskIDs []string
 	tmpBase string // baseline directory to remove on Close
@@ -281,10 +279,10 @@ func New(cfg Config) (*Control, error) {
 	c := &Control{
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "control"),
-		metrics:  NewMetrics(),
 		tasks:    map[string]*task.Task{},
 		resetSem: make(chan struct{}, 1),
 	}
+	c.metrics = newMetrics(c)
 	for _, t := range cfg.Tasks {
 		if t == nil {
 			continue
@@ -320,20 +318,7 @@ func New(cfg Config) (*Control, error) {
 		}
 	}
 
-	m := c.metrics
 	bus := cfg.Exec.Bus()
-	m.Gauge("deskenv_bus_dropped_events", "Events the control plane's bus subscription lost because it fell behind (steps may be undercounted).", func() float64 { return float64(bus.Dropped()) })
-	m.Gauge("deskenv_episode_running", "1 while an episode runs.", func() float64 {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.current != nil {
-			return 1
-		}
-		return 0
-	})
-	if cfg.Viewers != nil {
-		m.Gauge("deskenv_viewers", "People watching the desktop.", func() float64 { return float64(cfg.Viewers()) })
-	}
 	c.busCh, c.busCancel = bus.Subscribe(4096)
 	c.counted.Store(bus.Seq())
 	c.busDone = make(chan struct{})
@@ -343,9 +328,6 @@ func New(cfg Config) (*Control, error) {
 	go c.watchServer()
 	return c, nil
 }
-
-// Metrics is the metric set served at /metrics; cmd may add gauges to it.
-func (c *Control) Metrics() *Metrics { return c.metrics }
 
 // Mode is the mode the control plane runs in.
 func (c *Control) Mode() Mode { return c.cfg.Mode }
@@ -392,21 +374,14 @@ func (c *Control) count(ev hci.Event) {
 		if ev.Action == nil {
 			return
 		}
-		name := ev.Action.Action
-		c.metrics.Add(mActions, 1, name, src)
-		c.metrics.Observe(mActionSeconds, seconds(ev.Duration), name)
-		if ev.Err != "" {
-			c.metrics.Add(mActionErrors, 1, name, src)
-		}
-		if name == hci.ActScreenshot || name == hci.ActZoom {
-			c.metrics.Add(mScreenshots, 1, src)
+		if name := ev.Action.Action; name == hci.ActScreenshot || name == hci.ActZoom {
+			c.metrics.screenshots.WithLabelValues(src).Inc()
 		}
 		step = true
 	case hci.KindInput:
 		if ev.Input == nil {
 			return
 		}
-		c.metrics.Add(mInputs, 1, ev.Input.Type, src)
 		// A person's step is a press (key, button) or a wheel turn; motion
 		// and releases belong to the step they follow.
 		switch ev.Input.Type {
@@ -538,12 +513,12 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 		err = fmt.Errorf("the X server restarted during the reset (%s): reset again", c.serverExit())
 	}
 	rep.Total = time.Since(start)
-	c.metrics.Observe(mResetSeconds, seconds(rep.Total))
+	c.metrics.resetSeconds.Observe(rep.Total.Seconds())
 	if err != nil {
-		c.metrics.Add(mResets, 1, "error")
+		c.metrics.resets.WithLabelValues("error").Inc()
 		return nil, err
 	}
-	c.metrics.Add(mResets, 1, "ok")
+	c.metrics.resets.WithLabelValues("ok").Inc()
 
 	ep := Episode{ID: id, Seed: req.Seed, Status: "running", StartedAt: time.Now(), ResetS: rep.Total.Seconds()}
 	if t != nil {
@@ -614,7 +589,7 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 	if err != nil {
 		return rep, nil, nil, err
 	}
-	c.metrics.Add(mScreenshots, 1, "control")
+	c.metrics.screenshots.WithLabelValues("control").Inc()
 	return rep, env, obs, nil
 }
 

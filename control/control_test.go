@@ -16,6 +16,7 @@ import (
 
 	"github.com/jezek/xgb/xproto"
 	"github.com/mark3labs/mcp-go/mcp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/task"
@@ -421,7 +422,9 @@ func TestTaskSetupFailure(t *testing.T) {
 	if r.c.Current() != nil {
 		t.Error("a failed reset left an episode running")
 	}
-	if v := r.c.Metrics().Value(mResets, "error"); v != 1 {
+	var m dto.Metric
+	r.c.metrics.resets.WithLabelValues("error").Write(&m)
+	if v := m.GetCounter().GetValue(); v != 1 {
 		t.Errorf("resets{result=error} = %v, want 1", v)
 	}
 }

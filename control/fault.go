@@ -29,21 +29,7 @@ func (c *Control) retireLocked(ep Episode) []func(Episode) {
 
 // ended counts an episode that has ended and tells the hooks (the recorder).
 func (c *Control) ended(ep Episode, hooks []func(Episode)) {
-	switch {
-	case ep.Status == statusInterrupted:
-		c.metrics.Add(mEpisodes, 1, statusInterrupted)
-	case ep.Reward == nil:
-		c.metrics.Add(mEpisodes, 1, "unscored")
-	case ep.Success != nil && *ep.Success:
-		c.metrics.Add(mEpisodes, 1, "success")
-	default:
-		c.metrics.Add(mEpisodes, 1, "failure")
-	}
-	if ep.Reward != nil {
-		c.metrics.Observe(mEpisodeReward, *ep.Reward)
-	}
-	c.metrics.Observe(mEpisodeSteps, float64(ep.Steps))
-	c.metrics.Observe(mEpisodeSeconds, ep.DurationS)
+	c.metrics.episodeEnded(ep)
 	for _, f := range hooks {
 		f(ep)
 	}

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/internal/wire"
 )
@@ -34,7 +37,7 @@ const defaultStepTimeout = 120 * time.Second
 // Routes are the control plane's routes, for cmd to register behind the
 // appliance's front door (auth.Door): the native REST API under /api/, the
 // OpenEnv face (/health, /metadata, /schema, /state, /reset, /step, /ws),
-// /openapi.json and /metrics. Everything but /health needs an operator
+// and /openapi.json. Everything but /health needs an operator
 // token; an agent's token gets 403. In prod mode reset, step, state and the
 // task endpoints answer 404 saying so. The door checks tokens, origins and
 // body sizes; nothing here does.
@@ -61,7 +64,6 @@ func (c *Control) Routes() []auth.Route {
 	op("GET /api/stats", c.apiStats, false)
 	op("/api/", c.apiNotFound, false)
 	op("GET /openapi.json", c.openAPI, false)
-	op("GET /metrics", c.metrics.ServeHTTP, false)
 
 	// OpenEnv.
 	rs = append(rs, auth.Route{Pattern: "GET /health", Policy: auth.Policy{Public: true}, Handler: http.HandlerFunc(c.health)})
@@ -76,10 +78,15 @@ func (c *Control) Routes() []auth.Route {
 
 // Handler serves the control plane alone behind a door of its own, checking
 // the Config's tokens: for tests and for programs that embed the control
-// plane. The appliance registers Routes on its one door instead.
+// plane, with /metrics serving the control plane's series alone. The
+// appliance registers Routes on its one door instead, and serves /metrics
+// from its registry, where every feature's series meet.
 func (c *Control) Handler() http.Handler {
 	d := auth.NewDoor(c.cfg.Auth, auth.Limits{})
 	d.Mount(c.Routes()...)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c.Collector())
+	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return d
 }
 

@@ -127,9 +127,10 @@ type Recorder struct {
 	opt     Options
 	log     *slog.Logger
 
-	mu   sync.Mutex
-	cur  *Episode
-	last *Meta
+	mu      sync.Mutex
+	cur     *Episode
+	last    *Meta
+	metrics *metrics
 }
 
 // New returns a recorder writing episodes under dir (created if needed).
@@ -146,6 +147,7 @@ func New(dir string, exec *hci.Executor, shooter *screen.Shooter, capt *screen.C
 		return nil, fmt.Errorf("episodes directory: %w", err)
 	}
 	r := &Recorder{dir: dir, exec: exec, shooter: shooter, capt: capt, opt: opt, log: opt.Logger.With("component", "record")}
+	r.metrics = newMetrics(r)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("episodes directory: %w", err)
@@ -910,6 +912,7 @@ func (r *Recorder) Stop(ctx context.Context, outcome *Outcome) (*Meta, error) {
 		r.last = &m
 	}
 	r.mu.Unlock()
+	r.metrics.stopped(m)
 	r.log.Info("recording stopped", "episode", m.ID, "dir", ep.dir, "steps", m.Counts.Steps, "events", m.Counts.Events,
 		"frames", m.Counts.Frames, "status", m.Status)
 	r.notify()

@@ -514,8 +514,18 @@ func TestKillDashNine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Meta.Status != StatusIncomplete || again.Meta.Error == "" || again.Torn != 0 || again.Meta.Counts.Steps != len(got.Steps) {
-		t.Errorf("after Repair: status %s, error %q, torn %d, steps %d (want %d)", again.Meta.Status, again.Meta.Error, again.Torn, again.Meta.Counts.Steps, len(got.Steps))
+	// Repair keeps every step that was on disk and rebuilds those whose
+	// action reached input.jsonl but whose after was never observed (the
+	// action in flight at the kill), each marked after_missing.
+	if again.Meta.Status != StatusIncomplete || again.Meta.Error == "" || again.Torn != 0 ||
+		again.Meta.Counts.Steps != len(again.Steps) || len(again.Steps) < len(got.Steps) {
+		t.Errorf("after Repair: status %s, error %q, torn %d, steps %d in episode.json, %d on disk (%d before)",
+			again.Meta.Status, again.Meta.Error, again.Torn, again.Meta.Counts.Steps, len(again.Steps), len(got.Steps))
+	}
+	for i, s := range again.Steps {
+		if rebuilt := i >= len(got.Steps); s.AfterMissing != rebuilt || s.Step != i {
+			t.Errorf("step %d after Repair: numbered %d, after_missing %v, want %v", i, s.Step, s.AfterMissing, rebuilt)
+		}
 	}
 	var m Meta
 	b, _ := os.ReadFile(filepath.Join(epDir, MetaFile))

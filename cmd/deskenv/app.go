@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
@@ -38,6 +41,7 @@ type app struct {
 	control *control.Control
 	rec     *record.Recorder
 	auth    *auth.Auth
+	metrics *prometheus.Registry
 	closers []func() error
 	started time.Time
 }
@@ -157,9 +161,6 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   cfg.iso.detail(cfg.session),
 	}
-	if a.stream != nil {
-		ccfg.Viewers = func() int { return a.stream.Stats().Viewers }
-	}
 	a.control, err = control.New(ccfg)
 	if err != nil {
 		return nil, err
@@ -224,9 +225,25 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		return nil
 	})
 
+	a.metrics = a.registry()
 	log.Info("desktop ready", "display", a.display.Name(), "screen", fmt.Sprintf("%dx%d", sw, sh),
 		"model", fmt.Sprintf("%dx%d", space.ModelW, space.ModelH), "mcp_tools", cfg.MCPTools)
 	return a, nil
+}
+
+// registry is the desktop's metric registry, served at /metrics: every
+// feature's series and the process's own (go_, process_). Each desktop of a
+// pool has its own, under its own prefix, so series need no desktop label.
+func (a *app) registry() *prometheus.Registry {
+	hm := hci.NewMetrics(a.exec)
+	a.closers = append(a.closers, hm.Close)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		hm, a.control.Collector(), a.rec.Collector())
+	if a.stream != nil {
+		reg.MustRegister(a.stream.Collector())
+	}
+	return reg
 }
 
 func (a *app) hasTokens() bool { return !a.auth.Local() }
@@ -254,6 +271,7 @@ func (a *app) register(d *auth.Door) {
 			a.stream.SignalHandler(viewerRole))
 	}
 	d.Mount(a.control.Routes()...)
+	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	// More specific than the control plane's /api/.
 	d.Mount(a.rec.Routes()...)
 }
