@@ -33,10 +33,10 @@ func windowTaskDir(t *testing.T) string {
 	return tasks
 }
 
-// appliance runs the binary in single-desktop mode with a task whose setup
+// startWindowTasks runs the binary in single-desktop mode with a task whose setup
 // opens a window, recording into episodes; it returns the base URL and
 // deskenv's pid, and stops it with SIGTERM at the end of the test.
-func appliance(t *testing.T, episodes string) (string, int) {
+func startWindowTasks(t *testing.T, episodes string) (string, int) {
 	t.Helper()
 	bin := buildBinary(t)
 	tasks := windowTaskDir(t)
@@ -116,7 +116,7 @@ func serverPID(t *testing.T, deskenv int) int {
 // happened.
 func TestFaults(t *testing.T) {
 	episodes := t.TempDir()
-	base, pid := appliance(t, episodes)
+	base, pid := startWindowTasks(t, episodes)
 	var h health
 	if st := doJSON(t, "GET", base+"/health?details=1", "", nil, &h); st != 200 || h.Status != "healthy" {
 		t.Fatalf("/health at start: %d %+v", st, h)

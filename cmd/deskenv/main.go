@@ -21,6 +21,8 @@ import (
 
 	"github.com/jezek/xgb"
 	"golang.org/x/net/netutil"
+
+	"github.com/deskenv/deskenv/appliance"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -94,17 +96,17 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	local := false
 	display := ""
 	if cfg.Desktops > 1 {
-		p, err := newPool(ctx, cfg, log)
+		p, err := appliance.NewPool(ctx, cfg.Config, log)
 		if err != nil {
 			return err
 		}
-		srvApp, local, display = p, p.local, fmt.Sprintf("%d desktops", len(p.apps))
+		srvApp, local, display = p, p.Local(), fmt.Sprintf("%d desktops", p.Len())
 	} else {
-		a, err := newApp(ctx, cfg, log)
+		a, err := appliance.New(ctx, cfg.Config, log)
 		if err != nil {
 			return err
 		}
-		srvApp, local, display = a, !a.hasTokens(), a.display.Name()
+		srvApp, local, display = a, a.Local(), a.DisplayName()
 	}
 	defer srvApp.Close()
 
@@ -171,7 +173,7 @@ func newServer(cfg config, h http.Handler) *http.Server {
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		// The door asks who opened a connection (desktopRefusal).
-		ConnContext: withConn,
+		ConnContext: appliance.ConnContext,
 	}
 }
 
@@ -202,12 +204,12 @@ func mcpCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stderr 
 	log := cfg.logger(stderr)
 	quietXGB(log)
 	cfg.NoStream = true
-	app, err := newApp(ctx, cfg, log)
+	app, err := appliance.New(ctx, cfg.Config, log)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
-	return app.mcp.ServeStdio(ctx, stdin, stdout)
+	return app.ServeStdio(ctx, stdin, stdout)
 }
 
 func healthCmd(ctx context.Context, args []string, stderr io.Writer) error {

@@ -33,15 +33,15 @@ func TestConfig(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", nil, nil, func(c config) bool {
-			w, h, d, _ := c.screenSize()
+			w, h, d, _ := c.ScreenSize()
 			return w == 1280 && h == 800 && d == 24 && c.ModelSize == "auto" && c.MCPTools == "computer,tools"
 		}, ""},
-		{"flag", []string{"--screen", "1920x1080"}, nil, func(c config) bool { w, h, d, _ := c.screenSize(); return w == 1920 && h == 1080 && d == 24 }, ""},
+		{"flag", []string{"--screen", "1920x1080"}, nil, func(c config) bool { w, h, d, _ := c.ScreenSize(); return w == 1920 && h == 1080 && d == 24 }, ""},
 		{"env", nil, map[string]string{"DESKENV_MODEL_SIZE": "off", "DESKENV_APPS": "xterm -T a; mousepad"}, func(c config) bool {
-			return c.ModelSize == "off" && len(c.apps()) == 2 && c.apps()[0][2] == "a"
+			return c.ModelSize == "off" && len(c.AppCommands()) == 2 && c.AppCommands()[0][2] == "a"
 		}, ""},
 		{"flag beats env", []string{"--image-format", "png"}, map[string]string{"DESKENV_IMAGE_FORMAT": "jpeg"}, func(c config) bool { return c.ImageFormat == "png" }, ""},
-		{"no apps", []string{"--apps", "", "--wm", ""}, nil, func(c config) bool { return len(c.apps()) == 0 && len(c.wm()) == 0 }, ""},
+		{"no apps", []string{"--apps", "", "--wm", ""}, nil, func(c config) bool { return len(c.AppCommands()) == 0 && len(c.WMCommand()) == 0 }, ""},
 		{"bad screen", []string{"--screen", "big"}, nil, nil, "--screen \"big\""},
 		{"bad format", []string{"--image-format", "gif"}, nil, nil, "use png or jpeg"},
 		{"bad tools", []string{"--mcp-tools", "computer,magic"}, nil, nil, "unknown shape \"magic\""},

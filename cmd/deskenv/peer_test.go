@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/deskenv/deskenv/appliance"
 )
 
 // TestDesktopCannotReachDeskenv plays the agent typing curl into its xterm:
@@ -36,9 +38,9 @@ func TestDesktopCannotReachDeskenv(t *testing.T) {
 				t.Setenv("DESKENV_OPERATOR_TOKEN", tc.token)
 			}
 			d := startDeskenv(t, args...)
-			u, err := user.Lookup(defaultSessionUser)
+			u, err := user.Lookup(appliance.DefaultSessionUser)
 			if err != nil {
-				t.Fatalf("the session user %s: %v", defaultSessionUser, err)
+				t.Fatalf("the session user %s: %v", appliance.DefaultSessionUser, err)
 			}
 			uid, _ := strconv.Atoi(u.Uid)
 			gid, _ := strconv.Atoi(u.Gid)

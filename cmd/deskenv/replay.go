@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/deskenv/deskenv/appliance"
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/screen"
@@ -81,30 +82,30 @@ Flags (the appliance's flags apply to the desktop it starts):
 	}
 	log := c.logger(stderr)
 	quietXGB(log)
-	a, err := newApp(ctx, c, log)
+	a, err := appliance.New(ctx, c.Config, log)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	ep, err := a.control.Reset(ctx, control.ResetRequest{TaskID: taskID})
+	ep, err := a.Control().Reset(ctx, control.ResetRequest{TaskID: taskID})
 	if err != nil {
 		return fmt.Errorf("replay: reset into task %q: %w", taskID, err)
 	}
 	if !*asJSON {
-		fmt.Fprintf(stdout, "replaying %s: %d steps on task %q (%s on %s)\n", m.ID, len(rec.Steps), taskID, a.exec.Space(), a.display.Name())
+		fmt.Fprintf(stdout, "replaying %s: %d steps on task %q (%s on %s)\n", m.ID, len(rec.Steps), taskID, a.Space(), a.DisplayName())
 	}
 	opt := record.ReplayOptions{OutDir: *outDir, MaxChanged: *maxChanged,
 		Settle: screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}}
 	if !*asJSON {
 		opt.OnStep = func(s record.StepResult) { fmt.Fprintln(stdout, stepLine(s)) }
 	}
-	rep, err := record.Replay(ctx, rec, a.exec, a.shooter, a.capt, opt)
+	rep, err := a.Replay(ctx, rec, opt)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	end, err := a.control.End(ectx, ep.ID)
+	end, err := a.Control().End(ectx, ep.ID)
 	if err != nil {
 		return fmt.Errorf("replay: score the episode: %w", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"errors"
@@ -23,14 +23,14 @@ import (
 // deskenv's files, signal it, or read its command line or environment; in
 // pool mode every desktop has a session user of its own.
 
-// defaultSessionUser is the session user deskenv creates when it runs as
+// DefaultSessionUser is the session user deskenv creates when it runs as
 // root and none is named; pool mode appends the desktop's index.
-const defaultSessionUser = "deskenv-desk"
+const DefaultSessionUser = "deskenv-desk"
 
-// sessionHomes is where the session users' homes go by default when the
+// SessionHomes is where the session users' homes go by default when the
 // session runs as a user of its own (deskenv's data directory may sit in
 // root's home, which no other user can enter).
-const sessionHomes = "/var/lib/deskenv/homes"
+const SessionHomes = "/var/lib/deskenv/homes"
 
 // sessionUser is the user one desktop's session runs as.
 type sessionUser struct {
@@ -121,13 +121,13 @@ func missingCaps(caps ...int) []string {
 // creates missing session users (useradd --system); otherwise they must
 // exist. Separation that cannot be had is not an error: the result says why,
 // and the caller says so loudly.
-func resolveIsolation(cfg *config, n int, log *slog.Logger) (isolation, error) {
+func resolveIsolation(cfg *Config, n int, log *slog.Logger) (isolation, error) {
 	if cfg.Display != "" {
 		return isolation{Why: "attached to an existing display (--display): its session is not deskenv's to start, and runs as whoever started it"}, nil
 	}
 	flag := cfg.SessionUser
 	if flag == "" && os.Geteuid() == 0 {
-		flag = defaultSessionUser
+		flag = DefaultSessionUser
 	}
 	names, err := sessionUserNames(flag, n)
 	if err != nil {
@@ -175,7 +175,7 @@ func lookupOrCreateUser(name string, log *slog.Logger) (*sessionUser, error) {
 	u, err := user.Lookup(name)
 	var unknown user.UnknownUserError
 	if errors.As(err, &unknown) && os.Geteuid() == 0 {
-		home := filepath.Join(sessionHomes, name)
+		home := filepath.Join(SessionHomes, name)
 		out, cerr := exec.Command("useradd", "--system", "--user-group", "--no-create-home",
 			"--home-dir", home, "--shell", "/bin/bash", "--comment", "deskenv desktop session", name).CombinedOutput()
 		if cerr != nil {
@@ -297,7 +297,7 @@ func userCan(path string, uid, gid uint32, want fs.FileMode) (bool, string) {
 // warnReachable says loudly when the session user can read or write any of
 // deskenv's own files: the tasks (their evaluators and solutions), the
 // episodes, the tokens file.
-func warnReachable(cfg *config, episodes string, u *sessionUser, log *slog.Logger) {
+func warnReachable(cfg *Config, episodes string, u *sessionUser, log *slog.Logger) {
 	if u == nil {
 		return
 	}
@@ -340,119 +340,6 @@ func warnReachable(cfg *config, episodes string, u *sessionUser, log *slog.Logge
 	check("the tokens file", cfg.TokensFile, false)
 }
 
-// tokenFlagNames are the flags that carry a token, and their roles.
-var tokenFlagNames = map[string]string{"agent-token": "agent", "operator-token": "operator", "viewer-token": "viewer"}
-
-// scrubbedFlagsVar tells the re-executed deskenv which token flags it was
-// given, so it can still warn about them.
-const scrubbedFlagsVar = "DESKENV_SCRUBBED_TOKEN_FLAGS"
-
-// scrubTokenArgs takes the token flags out of args: the rest, the tokens as
-// ROLE=TOKEN lines, and the flags found. A later flag wins over an earlier
-// one, as the flag package has it. Parsing stops at "--".
-func scrubTokenArgs(args []string) (rest []string, lines string, flags []string) {
-	got := map[string]string{}
-	var order []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			rest = append(rest, args[i:]...)
-			break
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		role, ok := tokenFlagNames[name]
-		if !ok || !strings.HasPrefix(a, "-") {
-			rest = append(rest, a)
-			continue
-		}
-		if !hasVal {
-			if i+1 >= len(args) {
-				rest = append(rest, a) // the flag package reports the missing value
-				continue
-			}
-			i++
-			val = args[i]
-		}
-		if _, dup := got[role]; !dup {
-			order = append(order, role)
-			flags = append(flags, "--"+name)
-		}
-		got[role] = val
-	}
-	var b strings.Builder
-	for _, role := range order {
-		if got[role] != "" {
-			fmt.Fprintf(&b, "%s=%s\n", role, got[role])
-		}
-	}
-	return rest, b.String(), flags
-}
-
-// reexecWithoutTokens runs deskenv again without its token flags when it was
-// given any: /proc/PID/cmdline is world-readable, so the desktop's programs
-// (and every local user) could read them there. The tokens go over a pipe
-// (as from deskenv init, DESKENV_TOKENS_FD), read once at start. It returns
-// only when there is nothing to do or the exec failed.
-func reexecWithoutTokens(args []string) error {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd = args[0]
-	}
-	if cmd != "serve" && cmd != "mcp" {
-		return nil
-	}
-	rest, lines, flags := scrubTokenArgs(args)
-	if len(flags) == 0 {
-		return nil
-	}
-	if _, ok := os.LookupEnv(tokensFDVar); ok {
-		return fmt.Errorf("tokens given both as flags (%s) and on %s: give them one way", strings.Join(flags, ", "), tokensFDVar)
-	}
-	var p [2]int
-	if err := syscall.Pipe(p[:]); err != nil {
-		return fmt.Errorf("a pipe for the tokens: %w", err)
-	}
-	// A few tokens fit the pipe's buffer: the write does not wait for the
-	// reader, which is the process this one becomes.
-	if _, err := syscall.Write(p[1], []byte(lines)); err != nil {
-		return fmt.Errorf("write the tokens: %w", err)
-	}
-	syscall.Close(p[1])
-	env := os.Environ()
-	// A flag wins over its variable: the variable must not come back
-	// through the environment and win over the pipe.
-	for _, f := range flags {
-		env = envWithout(env, envName(strings.TrimPrefix(f, "--")))
-	}
-	env = append(envWithout(envWithout(env, tokensFDVar), scrubbedFlagsVar),
-		tokensFDVar+"="+strconv.Itoa(p[0]), scrubbedFlagsVar+"="+strings.Join(flags, ","))
-	exe, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	// syscall.Pipe's descriptors are not close-on-exec: the read end
-	// survives the exec.
-	return fmt.Errorf("run deskenv again without the token flags: %w", syscall.Exec(exe, append([]string{os.Args[0]}, rest...), env))
-}
-
-// scrubbedTokenFlags are the token flags an earlier exec of deskenv took off
-// the command line (reexecWithoutTokens), for the warnings about them.
-func scrubbedTokenFlags() []string {
-	v := os.Getenv(scrubbedFlagsVar)
-	os.Unsetenv(scrubbedFlagsVar)
-	return splitList(v, ",")
-}
-
-func envWithout(env []string, key string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 // announceIsolation says at start who the desktops run as, and loudly when
 // they run as deskenv's own user.
 func announceIsolation(iso isolation, log *slog.Logger) {
@@ -477,7 +364,7 @@ func (iso *isolation) detail(u *sessionUser) map[string]any {
 
 // sharedUserOK refuses a trait that hands the agent a shell or the file
 // system when the session runs as deskenv's own user, unless told.
-func (c *config) sharedUserOK(trait string) error {
+func (c *Config) sharedUserOK(trait string) error {
 	if c.session != nil || c.AllowSharedUser {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"context"
@@ -36,9 +36,9 @@ func (c *conn) owner() (uint32, error) {
 	return c.uid, c.err
 }
 
-// withConn is the server's ConnContext: each request can find its
-// connection.
-func withConn(ctx context.Context, c net.Conn) context.Context {
+// ConnContext is for http.Server's ConnContext: each request can find its
+// connection, so the door can refuse the desktop session's own.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, &conn{c: c})
 }
 

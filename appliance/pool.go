@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"bytes"
@@ -20,12 +20,12 @@ import (
 	"github.com/deskenv/deskenv/control"
 )
 
-// pool is several independent desktops in one process (--desktops N): each
+// Pool is several independent desktops in one process (--desktops N): each
 // its own Xvfb, session, home, executor, MCP server, stream and control plane,
 // served under /d/{i}/, and handed out to trainers through leases.
-type pool struct {
+type Pool struct {
 	log    *slog.Logger
-	apps   []*app
+	apps   []*Desktop
 	iso    isolation  // who the desktops' sessions run as, for /health
 	auth   *auth.Auth // the pool-wide tokens (operator, viewer)
 	local  bool
@@ -52,8 +52,8 @@ type lease struct {
 	revoke func()
 }
 
-// newPool starts cfg.Desktops desktops in parallel.
-func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
+// NewPool starts cfg.Desktops desktops in parallel.
+func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	pa, err := auth.New(auth.Config{
 		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
 	})
@@ -92,9 +92,9 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 			return nil, err
 		}
 	}
-	p := &pool{iso: iso,
+	p := &Pool{iso: iso,
 		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(), leases: map[string]*lease{},
-		apps: make([]*app, cfg.Desktops), busy: make([]string, cfg.Desktops),
+		apps: make([]*Desktop, cfg.Desktops), busy: make([]string, cfg.Desktops),
 	}
 	start := time.Now()
 	errs := make([]error, cfg.Desktops)
@@ -115,7 +115,7 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.apps[i], errs[i] = newApp(ctx, dc, log.With("desktop", i))
+			p.apps[i], errs[i] = New(ctx, dc, log.With("desktop", i))
 		}()
 	}
 	wg.Wait()
@@ -129,6 +129,13 @@ func newPool(ctx context.Context, cfg config, log *slog.Logger) (*pool, error) {
 	return p, nil
 }
 
+// Local reports whether the pool has no tokens of its own (operator,
+// viewer): every request is let in.
+func (p *Pool) Local() bool { return p.local }
+
+// Len is the number of desktops.
+func (p *Pool) Len() int { return len(p.apps) }
+
 func newToken() string {
 	b := make([]byte, 24)
 	rand.Read(b)
@@ -138,7 +145,7 @@ func newToken() string {
 // Handler serves every desktop under /d/{i}/, each with its own tokens
 // (the pool-wide ones and its leases' agent tokens), and the pool's own API,
 // all behind one door.
-func (p *pool) Handler() http.Handler {
+func (p *Pool) Handler() http.Handler {
 	d := auth.NewDoor(p.auth, p.limits)
 	for i, a := range p.apps {
 		a.register(d.Sub("/d/"+strconv.Itoa(i), a.auth))
@@ -166,7 +173,7 @@ type leaseRequest struct {
 }
 
 // take leases a free desktop, freshly reset (into a task if asked).
-func (p *pool) take(w http.ResponseWriter, r *http.Request) {
+func (p *Pool) take(w http.ResponseWriter, r *http.Request) {
 	var req leaseRequest
 	body, err := io.ReadAll(r.Body) // bounded by the door (maxLeaseBody)
 	if err == nil && len(body) > 0 {
@@ -245,7 +252,7 @@ func (p *pool) take(w http.ResponseWriter, r *http.Request) {
 }
 
 // give ends a lease: the desktop is reset and goes back to the pool.
-func (p *pool) give(w http.ResponseWriter, r *http.Request) {
+func (p *Pool) give(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if len(id) > maxLeaseID {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("no lease %q...: lease ids are 16 characters; GET /leases lists the current ones", id[:16]))
@@ -279,7 +286,7 @@ func (p *pool) give(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (p *pool) list(w http.ResponseWriter, r *http.Request) {
+func (p *Pool) list(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	out := make([]*lease, 0, len(p.leases))
 	for _, l := range p.leases {
@@ -289,7 +296,7 @@ func (p *pool) list(w http.ResponseWriter, r *http.Request) {
 	writeJSONTo(w, http.StatusOK, map[string]any{"leases": out, "desktops": len(p.apps)})
 }
 
-func (p *pool) desktops(w http.ResponseWriter, r *http.Request) {
+func (p *Pool) desktops(w http.ResponseWriter, r *http.Request) {
 	type desk struct {
 		Index   int    `json:"index"`
 		Display string `json:"display"`
@@ -316,7 +323,7 @@ func (p *pool) desktops(w http.ResponseWriter, r *http.Request) {
 
 // health is healthy when every desktop's X server answers and its window
 // manager is up; details say, per desktop, what died and when.
-func (p *pool) health(w http.ResponseWriter, r *http.Request) {
+func (p *Pool) health(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	type deskFaults struct {
@@ -347,7 +354,7 @@ func (p *pool) health(w http.ResponseWriter, r *http.Request) {
 }
 
 // Close stops every desktop.
-func (p *pool) Close() error {
+func (p *Pool) Close() error {
 	var wg sync.WaitGroup
 	for _, a := range p.apps {
 		if a != nil {

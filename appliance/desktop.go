@@ -1,10 +1,11 @@
-package main
+package appliance
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -27,10 +28,10 @@ import (
 	"github.com/deskenv/deskenv/web"
 )
 
-// app is one desktop and everything served from it. Pool mode will hold
+// Desktop is one desktop and everything served from it. Pool mode will hold
 // several.
-type app struct {
-	cfg     config
+type Desktop struct {
+	cfg     Config
 	log     *slog.Logger
 	display *display.Display
 	exec    *hci.Executor
@@ -46,8 +47,8 @@ type app struct {
 	started time.Time
 }
 
-func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err error) {
-	self := &app{cfg: cfg, log: log, started: time.Now()}
+func New(ctx context.Context, cfg Config, log *slog.Logger) (a *Desktop, err error) {
+	self := &Desktop{cfg: cfg, log: log, started: time.Now()}
 	a = self
 	defer func() {
 		if err != nil {
@@ -84,10 +85,10 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	if err != nil {
 		return nil, err
 	}
-	w, h, depth, _ := cfg.screenSize()
+	w, h, depth, _ := cfg.ScreenSize()
 	dcfg := display.Config{
 		Attach: cfg.Display, Width: w, Height: h, Depth: depth,
-		WindowManager: cfg.wm(), Apps: cfg.apps(), Home: home,
+		WindowManager: cfg.WMCommand(), Apps: cfg.AppCommands(), Home: home,
 		Logger: log, RestartOnCrash: true,
 	}
 	if cfg.session != nil {
@@ -135,7 +136,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 		Traits:     traits,
 		Settle:     screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
 		Name:       "deskenv",
-		Version:    version,
+		Version:    cfg.Version,
 		Logger:     log,
 	})
 	if err != nil {
@@ -154,14 +155,13 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 	}
 
 	ccfg := control.Config{
-		Mode: control.Mode(cfg.Mode), Display: a.display, Exec: a.exec, Capturer: a.capt, Shooter: a.shooter,
-		Tasks: tasks, Tools: mcpTools{a.mcp}, Auth: a.auth,
+		Mode:   control.Mode(cfg.Mode),
 		Settle: screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
-		Logger: log, Home: home, Name: "deskenv", Version: version,
+		Logger: log, Home: home, Name: "deskenv", Version: cfg.Version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   cfg.iso.detail(cfg.session),
 	}
-	a.control, err = control.New(ccfg)
+	a.control, err = control.New(a.display, a.exec, a.capt, a.shooter, tasks, mcpTools{a.mcp}, ccfg)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (a *app, err erro
 // registry is the desktop's metric registry, served at /metrics: every
 // feature's series and the process's own (go_, process_). Each desktop of a
 // pool has its own, under its own prefix, so series need no desktop label.
-func (a *app) registry() *prometheus.Registry {
+func (a *Desktop) registry() *prometheus.Registry {
 	hm := hci.NewMetrics(a.exec)
 	a.closers = append(a.closers, hm.Close)
 	reg := prometheus.NewRegistry()
@@ -246,11 +246,33 @@ func (a *app) registry() *prometheus.Registry {
 	return reg
 }
 
-func (a *app) hasTokens() bool { return !a.auth.Local() }
+// Local reports whether the desktop has no tokens: every request is let in.
+func (a *Desktop) Local() bool { return a.auth.Local() }
+
+// DisplayName is the desktop's X display, e.g. ":1".
+func (a *Desktop) DisplayName() string { return a.display.Name() }
+
+// Control is the desktop's control plane (episodes, reset, scoring).
+func (a *Desktop) Control() *control.Control { return a.control }
+
+// Space is the desktop's model space, as coordinates and screenshots use it.
+func (a *Desktop) Space() hci.Space { return a.exec.Space() }
+
+// Replay executes a recorded episode's steps on this desktop and compares
+// each screen with the recorded observation (deskenv replay).
+func (a *Desktop) Replay(ctx context.Context, rec *record.Recording, opt record.ReplayOptions) (*record.ReplayReport, error) {
+	return record.Replay(ctx, rec, a.exec, a.shooter, a.capt, opt)
+}
+
+// ServeStdio serves the desktop's MCP tools over in and out (deskenv mcp
+// --stdio) until ctx ends or in closes.
+func (a *Desktop) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	return a.mcp.ServeStdio(ctx, in, out)
+}
 
 // Handler is the one HTTP surface of the appliance (DESIGN.md, "One HTTP
 // server"): every route behind one front door.
-func (a *app) Handler() http.Handler {
+func (a *Desktop) Handler() http.Handler {
 	d := auth.NewDoor(a.auth, a.cfg.limits())
 	a.register(d)
 	return d
@@ -259,7 +281,7 @@ func (a *app) Handler() http.Handler {
 // register puts the desktop's routes behind d: the page for viewers, MCP for
 // agents, the stream's signalling, and the control plane and recorder for
 // operators. The door checks tokens, origins and body sizes for all of them.
-func (a *app) register(d *auth.Door) {
+func (a *Desktop) register(d *auth.Door) {
 	// The page itself is public code; what it connects to is not. Its URL
 	// carries ?token=, which the page hands to the websocket.
 	d.Handle("/", auth.Policy{Public: true}, web.Handler())
@@ -291,7 +313,7 @@ func viewerRole(r *http.Request) (role string, viewOnly bool, err error) {
 }
 
 // Close stops everything in the reverse order it was started.
-func (a *app) Close() error {
+func (a *Desktop) Close() error {
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		if err := a.closers[i](); err != nil {
 			a.log.Warn("shutdown", "err", err)
@@ -316,7 +338,7 @@ func outcomeOf(ep *control.Episode) *record.Outcome {
 
 // traits builds the MCP traits --mcp-traits names, over this desktop's home
 // and session environment.
-func (a *app) traits(cfg config, home string) (mcpserver.Traits, error) {
+func (a *Desktop) traits(cfg Config, home string) (mcpserver.Traits, error) {
 	var t mcpserver.Traits
 	for _, name := range splitList(cfg.MCPTraits, ",") {
 		switch name {

@@ -1,4 +1,4 @@
-package main
+package appliance
 
 import (
 	"context"
@@ -21,7 +21,7 @@ type deskClipboard struct {
 	owner *xsel.Owner
 }
 
-func newDeskClipboard(d *display.Display, a *app) (*deskClipboard, error) {
+func newDeskClipboard(d *display.Display, a *Desktop) (*deskClipboard, error) {
 	o, err := xsel.NewOwner(d.Name(), "CLIPBOARD", a.log)
 	if err != nil {
 		return nil, fmt.Errorf("--mcp-traits clipboard: %w", err)

@@ -1,0 +1,322 @@
+package appliance
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/task"
+)
+
+// Config is everything a desktop (or a pool of them) can be told: settings
+// only, in the form deskenv's flags give them (each field is named after its
+// flag, and errors name the flag). DefaultConfig has the defaults.
+type Config struct {
+	// the front door's bounds on every request (auth.Limits)
+	BodyReadTimeout time.Duration
+	WriteTimeout    time.Duration
+	MaxBody         int64
+
+	// display
+	Display   string
+	Screen    string
+	ModelSize string
+	WM        string
+	Apps      string
+	Home      string
+
+	// SessionUser is who the desktop session runs as (pool mode: a prefix
+	// or a list); AllowSharedUser lets the bash and files traits run when
+	// the session cannot be separated from deskenv's own user.
+	SessionUser     string
+	AllowSharedUser bool
+
+	// agents
+	MCPTools    string
+	MCPTraits   string
+	FindTools   bool
+	DeferTools  bool
+	ImageFormat string
+	JPEGQuality int
+	SettleQuiet time.Duration
+	SettleMax   time.Duration
+
+	// people
+	FPS         int
+	BitrateKbps int
+	Preset      string
+	ICEServers  string
+	NAT1To1     string
+	UDPPort     int
+	Policy      string
+	NoStream    bool
+
+	// control plane
+	Mode          string
+	Tasks         string
+	AgentToken    string
+	OperatorToken string
+	ViewerToken   string
+	TokensFile    string
+	Episodes      string
+
+	// Desktops > 1 is pool mode: that many independent desktops under /d/{i}/.
+	Desktops int
+	// PoolAgentToken lets a pool-wide agent token through (every desktop
+	// accepts it), which undoes per-lease tokens: refused without it.
+	PoolAgentToken bool
+
+	// Version is what the MCP server and the control plane report.
+	Version string
+
+	// session is this desktop's session user (nil: deskenv's own user) and
+	// iso how that was decided; pool mode sets both per desktop.
+	session *sessionUser
+	iso     *isolation
+
+	// tasks are --tasks once loaded: pool mode loads them once for all its
+	// desktops (and reports a bad file once, not once per desktop).
+	tasks       []*task.Task
+	tasksLoaded bool
+}
+
+// DefaultConfig is the configuration deskenv starts with before its flags.
+func DefaultConfig() Config {
+	return Config{
+		Screen:      "1280x800x24",
+		ModelSize:   "auto",
+		WM:          "openbox",
+		Apps:        "xterm",
+		MCPTools:    "computer,tools",
+		ImageFormat: "png",
+		JPEGQuality: 80,
+		SettleQuiet: 80 * time.Millisecond,
+		SettleMax:   2 * time.Second,
+		FPS:         30,
+		BitrateKbps: 4000,
+		Preset:      "ultrafast",
+		Policy:      "shared",
+		Mode:        "sim",
+		Desktops:    1,
+		Version:     "dev",
+
+		BodyReadTimeout: 30 * time.Second,
+		WriteTimeout:    5 * time.Minute,
+		MaxBody:         auth.DefaultBodyLimit,
+	}
+}
+
+// Validate reports the first setting that cannot work, naming its flag.
+func (c *Config) Validate() error {
+	if _, _, _, err := c.ScreenSize(); err != nil {
+		return err
+	}
+	switch c.ImageFormat {
+	case "png", "jpeg":
+	default:
+		return fmt.Errorf("--image-format %q: use png or jpeg", c.ImageFormat)
+	}
+	if c.JPEGQuality < 1 || c.JPEGQuality > 100 {
+		return fmt.Errorf("--jpeg-quality %d: must be between 1 and 100", c.JPEGQuality)
+	}
+	if c.SettleQuiet <= 0 || c.SettleMax < c.SettleQuiet {
+		return fmt.Errorf("--settle-quiet %s and --settle-max %s: both must be positive, and max at least quiet", c.SettleQuiet, c.SettleMax)
+	}
+	for _, m := range splitList(c.MCPTools, ",") {
+		switch m {
+		case "computer", "tools", "codeact":
+		default:
+			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, codeact, or several: computer,tools)", c.MCPTools, m)
+		}
+	}
+	if len(splitList(c.MCPTools, ",")) == 0 {
+		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools, codeact")
+	}
+	for _, tr := range splitList(c.MCPTraits, ",") {
+		switch tr {
+		case "bash", "files", "clipboard":
+		default:
+			return fmt.Errorf("--mcp-traits %q: unknown trait %q (use bash, files, clipboard, or several: bash,files)", c.MCPTraits, tr)
+		}
+	}
+	switch c.Mode {
+	case "sim", "prod":
+	default:
+		return fmt.Errorf("--mode %q: use sim or prod", c.Mode)
+	}
+	switch c.Policy {
+	case "shared", "human", "agent":
+	default:
+		return fmt.Errorf("--policy %q: use shared, human or agent", c.Policy)
+	}
+	if c.FPS < 1 || c.FPS > 60 {
+		return fmt.Errorf("--fps %d: must be between 1 and 60", c.FPS)
+	}
+	if c.BitrateKbps < 100 || c.BitrateKbps > 100000 {
+		return fmt.Errorf("--bitrate %d: must be between 100 and 100000 kbit/s", c.BitrateKbps)
+	}
+	if c.UDPPort < 0 || c.UDPPort > 65535 {
+		return fmt.Errorf("--udp-port %d: must be a port number", c.UDPPort)
+	}
+	if c.Desktops < 1 || c.Desktops > 256 {
+		return fmt.Errorf("--desktops %d: must be between 1 and 256", c.Desktops)
+	}
+	if c.BodyReadTimeout < 0 || c.WriteTimeout < 0 {
+		return fmt.Errorf("--body-read-timeout %s and --write-timeout %s: use 0 for none or a positive duration", c.BodyReadTimeout, c.WriteTimeout)
+	}
+	if c.MaxBody < 1<<10 {
+		return fmt.Errorf("--max-body %d: must be at least 1024 bytes", c.MaxBody)
+	}
+	if c.Desktops > 1 && c.Display != "" {
+		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
+	}
+	return nil
+}
+
+// limits are the front door's bounds on every request.
+func (c *Config) limits() auth.Limits {
+	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout, Refuse: desktopRefusal(c.iso)}
+}
+
+// ScreenSize is --screen as numbers; the depth is 24 when not given.
+func (c *Config) ScreenSize() (w, h, depth int, err error) {
+	parts := strings.Split(strings.ToLower(c.Screen), "x")
+	if len(parts) == 2 {
+		parts = append(parts, "24")
+	}
+	if len(parts) != 3 {
+		return 0, 0, 0, fmt.Errorf("--screen %q: want WIDTHxHEIGHT or WIDTHxHEIGHTxDEPTH, e.g. 1280x800x24", c.Screen)
+	}
+	var v [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return 0, 0, 0, fmt.Errorf("--screen %q: %q is not a positive number", c.Screen, p)
+		}
+		v[i] = n
+	}
+	return v[0], v[1], v[2], nil
+}
+
+// desktopHome is the desktop user's home: --home, or a directory of its own.
+// Never the home of whoever runs deskenv: reset restores the desktop's home to
+// its baseline, deleting whatever the agent (or anyone) added there.
+//
+// When the session runs as a user of its own the default is
+// /var/lib/deskenv/homes/USER (deskenv's data directory may be in root's
+// home, which that user cannot enter), and the home is made that user's,
+// mode 0700.
+func (c *Config) desktopHome() (string, error) {
+	home := c.Home
+	if home == "" && c.session != nil {
+		home = filepath.Join(SessionHomes, c.session.Name)
+	}
+	if home == "" {
+		base, err := dataDir()
+		if err != nil {
+			return "", fmt.Errorf("no --home given: %w", err)
+		}
+		home = filepath.Join(base, "home")
+	}
+	// Absolute, because the files trait and the reset's baseline both name
+	// paths inside it and must not depend on the working directory.
+	home, err := filepath.Abs(home)
+	if err != nil {
+		return "", fmt.Errorf("--home %s: %w", home, err)
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return "", fmt.Errorf("--home %s: %w", home, err)
+	}
+	if c.session != nil {
+		if err := ownHome(home, c.session); err != nil {
+			return "", err
+		}
+	}
+	return home, nil
+}
+
+// episodesDir is --episodes, or a directory beside the desktop's home.
+//
+// A directory it has to make is made 0700: episodes (rewards included) are
+// deskenv's, not the desktop session's to read or rewrite. One that exists
+// keeps its mode (warnReachable says when the session can reach it).
+func (c *Config) episodesDir() (string, error) {
+	if c.Episodes != "" {
+		if err := os.MkdirAll(c.Episodes, 0o700); err != nil {
+			return "", fmt.Errorf("--episodes %s: %w", c.Episodes, err)
+		}
+		return c.Episodes, nil
+	}
+	base, err := dataDir()
+	if err != nil {
+		return "", fmt.Errorf("no --episodes given: %w", err)
+	}
+	// deskenv's own directory: its user's alone.
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("no --episodes given, and deskenv's data directory: %w", err)
+	}
+	return filepath.Join(base, "episodes"), nil
+}
+
+// dataDir is where deskenv keeps its own files: $XDG_DATA_HOME/deskenv.
+func dataDir() (string, error) {
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no home directory to keep deskenv's files in: %w", err)
+		}
+		base = filepath.Join(h, ".local", "share")
+	}
+	return filepath.Join(base, "deskenv"), nil
+}
+
+// AppCommands are --apps as command lines, one per session app.
+func (c *Config) AppCommands() [][]string {
+	var apps [][]string
+	for _, a := range splitList(c.Apps, ";") {
+		apps = append(apps, strings.Fields(a))
+	}
+	if apps == nil {
+		apps = [][]string{}
+	}
+	return apps
+}
+
+// WMCommand is --wm as a command line; empty for none.
+func (c *Config) WMCommand() []string {
+	f := strings.Fields(c.WM)
+	if f == nil {
+		f = []string{}
+	}
+	return f
+}
+
+func splitList(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// loadTasks loads --tasks, or returns what was loaded already.
+func (c *Config) loadTasks(log *slog.Logger) ([]*task.Task, error) {
+	if c.tasksLoaded || c.Tasks == "" {
+		return c.tasks, nil
+	}
+	tasks, err := task.Load(c.Tasks)
+	if err != nil {
+		return nil, fmt.Errorf("--tasks: %w", err)
+	}
+	log.Info("tasks loaded", "dir", c.Tasks, "count", len(tasks))
+	c.tasks, c.tasksLoaded = tasks, true
+	return tasks, nil
+}
