@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
 )
 
@@ -44,6 +45,9 @@ func ParsePolicy(s string) (Policy, error) {
 // Mbit/s, the screen's size, no ICE servers, ephemeral UDP ports, 32 viewers,
 // policy shared.
 type Config struct {
+	// Lifecycle, if set, is the appliance's lifecycle bus: the stream shows
+	// the recorder's state from it and announces who holds control on it.
+	Lifecycle *lifecycle.Bus
 	// FPS is the most frames per second sent (1..60). Frames are only
 	// captured and encoded when the screen changed.
 	FPS int

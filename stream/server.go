@@ -105,7 +105,10 @@ type Server struct {
 	nextID  uint64
 	holder  string
 	rec     string // ControlState.Recording
-	closed  bool
+	// announced is the holder last published on the lifecycle bus.
+	announced string
+	unfollow  func()
+	closed    bool
 
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -162,6 +165,7 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 	s.video = newPipeline(s)
 	s.xw = newXWatch(s)
 	s.ungate = exec.AddGate(s.gate)
+	s.unfollow = s.follow()
 	s.log.Info("stream ready", "fps", cfg.FPS, "bitrate_kbps", cfg.BitrateKbps, "preset", cfg.Preset,
 		"policy", cfg.Policy, "udp_port", cfg.UDPPort, "ice_servers", len(cfg.ICEServers))
 	return s, nil
@@ -207,6 +211,7 @@ func (s *Server) Close() error {
 	if s.ownsCapt {
 		s.capt.Close()
 	}
+	s.unfollow()
 	s.ungate()
 	var err error
 	if s.udpMux != nil {
@@ -426,6 +431,7 @@ func (s *Server) broadcastState() {
 		vs = append(vs, v)
 	}
 	s.mu.Unlock()
+	s.announceHolder()
 	public := cs.forRole(RoleViewer)
 	for _, v := range vs {
 		c := public
