@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -73,16 +74,6 @@ type Config struct {
 
 	// Version is what the MCP server and the control plane report.
 	Version string
-
-	// session is this desktop's session user (nil: deskenv's own user) and
-	// iso how that was decided; pool mode sets both per desktop.
-	session *sessionUser
-	iso     *isolation
-
-	// tasks are --tasks once loaded: pool mode loads them once for all its
-	// desktops (and reports a bad file once, not once per desktop).
-	tasks       []*task.Task
-	tasksLoaded bool
 }
 
 // DefaultConfig is the configuration deskenv starts with before its flags.
@@ -179,8 +170,15 @@ func (c *Config) Validate() error {
 }
 
 // limits are the front door's bounds on every request.
-func (c *Config) limits() auth.Limits {
-	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout, Refuse: desktopRefusal(c.iso)}
+// The desktops' own session users are refused whatever they carry
+// (desktopRefusal).
+func (c *Config) limits(iso *isolation) auth.Limits {
+	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout, Refuse: desktopRefusal(iso)}
+}
+
+// settle is how long a screen must stay still before a screenshot.
+func (c *Config) settle() screen.SettleOptions {
+	return screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}
 }
 
 // ScreenSize is --screen as numbers; the depth is 24 when not given.
@@ -211,10 +209,10 @@ func (c *Config) ScreenSize() (w, h, depth int, err error) {
 // /var/lib/deskenv/homes/USER (deskenv's data directory may be in root's
 // home, which that user cannot enter), and the home is made that user's,
 // mode 0700.
-func (c *Config) desktopHome() (string, error) {
+func (c *Config) desktopHome(session *sessionUser) (string, error) {
 	home := c.Home
-	if home == "" && c.session != nil {
-		home = filepath.Join(SessionHomes, c.session.Name)
+	if home == "" && session != nil {
+		home = filepath.Join(SessionHomes, session.Name)
 	}
 	if home == "" {
 		base, err := dataDir()
@@ -232,8 +230,8 @@ func (c *Config) desktopHome() (string, error) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return "", fmt.Errorf("--home %s: %w", home, err)
 	}
-	if c.session != nil {
-		if err := ownHome(home, c.session); err != nil {
+	if session != nil {
+		if err := ownHome(home, session); err != nil {
 			return "", err
 		}
 	}
@@ -307,16 +305,17 @@ func splitList(s, sep string) []string {
 	return out
 }
 
-// loadTasks loads --tasks, or returns what was loaded already.
-func (c *Config) loadTasks(log *slog.Logger) ([]*task.Task, error) {
-	if c.tasksLoaded || c.Tasks == "" {
-		return c.tasks, nil
+// loadTasks loads the task files in dir (--tasks); none when dir is empty.
+// Pool mode loads them once for all its desktops, and reports a bad file
+// once, not once per desktop.
+func loadTasks(dir string, log *slog.Logger) ([]*task.Task, error) {
+	if dir == "" {
+		return nil, nil
 	}
-	tasks, err := task.Load(c.Tasks)
+	tasks, err := task.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("--tasks: %w", err)
 	}
-	log.Info("tasks loaded", "dir", c.Tasks, "count", len(tasks))
-	c.tasks, c.tasksLoaded = tasks, true
+	log.Info("tasks loaded", "dir", dir, "count", len(tasks))
 	return tasks, nil
 }

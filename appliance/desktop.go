@@ -21,18 +21,22 @@ import (
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/stream"
+	"github.com/deskenv/deskenv/task"
 	"github.com/deskenv/deskenv/web"
 )
 
-// Desktop is one desktop and everything served from it. Pool mode will hold
+// Desktop is one desktop and everything served from it; a Pool holds
 // several.
 type Desktop struct {
 	cfg     Config
+	seat    seat
 	log     *slog.Logger
+	home    string // the session user's home, restored on every reset
 	display *display.Display
 	exec    *hci.Executor
 	capt    *screen.Capturer
@@ -41,182 +45,219 @@ type Desktop struct {
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
 	rec     *record.Recorder
-	auth    *auth.Auth
 	metrics *prometheus.Registry
+	lc      *lifecycle.Bus // where the features meet
 	closers []func() error
 	started time.Time
 }
 
-func New(ctx context.Context, cfg Config, log *slog.Logger) (a *Desktop, err error) {
-	self := &Desktop{cfg: cfg, log: log, started: time.Now()}
-	a = self
+// seat is what a desktop is given by whoever starts it, decided once for
+// every desktop of a pool: its tokens, the tasks, and who its session runs
+// as.
+type seat struct {
+	auth    *auth.Auth
+	tasks   []*task.Task
+	iso     *isolation
+	session *sessionUser // nil: deskenv's own user
+}
+
+// New starts one desktop. Tokens and tasks are checked before anything
+// starts, so a typo costs a second, not a desktop start-up.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Desktop, error) {
+	au, err := newAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := loadTasks(cfg.Tasks, log)
+	if err != nil {
+		return nil, err
+	}
+	iso, err := resolveIsolation(&cfg, 1, log)
+	if err != nil {
+		return nil, err
+	}
+	announceIsolation(iso, log)
+	s := seat{auth: au, tasks: tasks, iso: &iso}
+	if iso.Separated {
+		s.session = iso.users[0]
+	}
+	return newDesktop(ctx, cfg, log, s)
+}
+
+// newDesktop starts the desktop's parts in order, each on the ones before
+// it; when one fails, those started are stopped again.
+func newDesktop(ctx context.Context, cfg Config, log *slog.Logger, s seat) (_ *Desktop, err error) {
+	a := &Desktop{cfg: cfg, seat: s, log: log, started: time.Now()}
 	defer func() {
 		if err != nil {
-			// a is nil by now (return nil, err): close what was started.
-			self.Close()
+			a.Close()
 		}
 	}()
-	// Tokens and tasks are checked before anything starts, so a typo costs
-	// a second, not a desktop start-up.
-	a.auth, err = auth.New(auth.Config{
-		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
-	})
-	if err != nil {
-		return nil, err
+	steps := []func(context.Context) error{
+		a.startLifecycle, a.startDisplay, a.startInput, a.startScreen, a.startMCP, a.startStream,
+		a.startControl, a.startRecorder, a.startMetrics,
 	}
-	tasks, err := cfg.loadTasks(log)
-	if err != nil {
-		return nil, err
-	}
-	if cfg.iso == nil {
-		// One desktop (pool mode decides for all its desktops at once).
-		iso, err := resolveIsolation(&cfg, 1, log)
-		if err != nil {
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
 			return nil, err
 		}
-		announceIsolation(iso, log)
-		cfg.iso = &iso
-		if iso.Separated {
-			cfg.session = iso.users[0]
-		}
-		a.cfg = cfg
 	}
-	home, err := cfg.desktopHome()
-	if err != nil {
-		return nil, err
+	sw, sh := a.display.Size()
+	space := a.exec.Space()
+	log.Info("desktop ready", "display", a.display.Name(), "screen", fmt.Sprintf("%dx%d", sw, sh),
+		"model", fmt.Sprintf("%dx%d", space.ModelW, space.ModelH), "mcp_tools", cfg.MCPTools)
+	return a, nil
+}
+
+// newAuth is the tokens --agent-token, --operator-token, --viewer-token
+// and --tokens-file give.
+func newAuth(cfg Config) (*auth.Auth, error) {
+	return auth.New(auth.Config{
+		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
+	})
+}
+
+// startLifecycle creates the lifecycle bus the features meet on (control
+// announces episodes, the recorder follows them, the stream shows the
+// recorder's state); closed last, after every feature has stopped.
+func (a *Desktop) startLifecycle(context.Context) error {
+	a.lc = lifecycle.NewBus()
+	a.closers = append(a.closers, a.lc.Close)
+	return nil
+}
+
+// startDisplay starts Xvfb (or attaches to --display), the window manager
+// and the session's apps, as the session user in its home.
+func (a *Desktop) startDisplay(ctx context.Context) (err error) {
+	if a.home, err = a.cfg.desktopHome(a.seat.session); err != nil {
+		return err
 	}
-	w, h, depth, _ := cfg.ScreenSize()
+	w, h, depth, _ := a.cfg.ScreenSize()
 	dcfg := display.Config{
-		Attach: cfg.Display, Width: w, Height: h, Depth: depth,
-		WindowManager: cfg.WMCommand(), Apps: cfg.AppCommands(), Home: home,
-		Logger: log, RestartOnCrash: true,
+		Attach: a.cfg.Display, Width: w, Height: h, Depth: depth,
+		WindowManager: a.cfg.WMCommand(), Apps: a.cfg.AppCommands(), Home: a.home,
+		Logger: a.log, RestartOnCrash: true,
 	}
-	if cfg.session != nil {
-		dcfg.Credential, dcfg.User = cfg.session.credential(), cfg.session.Name
+	if u := a.seat.session; u != nil {
+		dcfg.Credential, dcfg.User = u.credential(), u.Name
 	}
-	a.display, err = display.Start(ctx, dcfg)
-	if err != nil {
-		return nil, err
+	if a.display, err = display.Start(ctx, dcfg); err != nil {
+		return err
 	}
 	a.closers = append(a.closers, a.display.Close)
+	return nil
+}
 
+// startInput starts the executor of actions, in the model space --model-size
+// names.
+func (a *Desktop) startInput(context.Context) (err error) {
 	sw, sh := a.display.Size()
-	space, err := hci.NewSpace(sw, sh, cfg.ModelSize)
+	space, err := hci.NewSpace(sw, sh, a.cfg.ModelSize)
 	if err != nil {
-		return nil, fmt.Errorf("--model-size: %w", err)
+		return fmt.Errorf("--model-size: %w", err)
 	}
-	a.exec, err = hci.NewExecutor(a.display, hci.Options{Space: space, Logger: log})
-	if err != nil {
-		return nil, err
+	if a.exec, err = hci.NewExecutor(a.display, hci.Options{Space: space, Logger: a.log}); err != nil {
+		return err
 	}
 	a.closers = append(a.closers, a.exec.Close)
+	return nil
+}
 
-	a.capt, err = screen.NewCapturer(a.display)
-	if err != nil {
-		return nil, err
+// startScreen starts the capturer every feature reads the screen through,
+// and the shooter of screenshots in the model space.
+func (a *Desktop) startScreen(context.Context) (err error) {
+	if a.capt, err = screen.NewCapturer(a.display); err != nil {
+		return err
 	}
 	a.closers = append(a.closers, a.capt.Close)
+	space := a.exec.Space()
 	a.shooter = screen.NewShooter(a.capt, screen.ShooterOptions{
-		Format: screen.Format(cfg.ImageFormat), JPEGQuality: cfg.JPEGQuality,
+		Format: screen.Format(a.cfg.ImageFormat), JPEGQuality: a.cfg.JPEGQuality,
 		ModelW: space.ModelW, ModelH: space.ModelH,
 	})
+	return nil
+}
 
-	traits, err := a.traits(cfg, home)
+// startMCP builds the MCP server: the tool shapes of --mcp-tools and the
+// traits of --mcp-traits.
+func (a *Desktop) startMCP(context.Context) (err error) {
+	traits, err := a.traits(a.cfg, a.home)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var modes []mcpserver.Mode
-	for _, m := range splitList(cfg.MCPTools, ",") {
+	for _, m := range splitList(a.cfg.MCPTools, ",") {
 		modes = append(modes, mcpserver.Mode(m))
 	}
 	a.mcp, err = mcpserver.New(a.exec, a.shooter, a.capt, mcpserver.Config{
 		Modes:      modes,
-		FindTools:  cfg.FindTools || cfg.DeferTools,
-		DeferTools: cfg.DeferTools,
+		FindTools:  a.cfg.FindTools || a.cfg.DeferTools,
+		DeferTools: a.cfg.DeferTools,
 		Traits:     traits,
-		Settle:     screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
+		Settle:     a.cfg.settle(),
 		Name:       "deskenv",
-		Version:    cfg.Version,
-		Logger:     log,
+		Version:    a.cfg.Version,
+		Logger:     a.log,
+	})
+	return err
+}
+
+// startStream starts the WebRTC stream for people, unless --no-stream.
+func (a *Desktop) startStream(context.Context) (err error) {
+	if a.cfg.NoStream {
+		return nil
+	}
+	a.stream, err = stream.New(a.display, a.exec, stream.Config{
+		FPS: a.cfg.FPS, BitrateKbps: a.cfg.BitrateKbps, Preset: a.cfg.Preset,
+		ICEServers: splitList(a.cfg.ICEServers, ","), NAT1To1IPs: splitList(a.cfg.NAT1To1, ","),
+		UDPPort: a.cfg.UDPPort, Policy: stream.Policy(a.cfg.Policy), Logger: a.log, Capturer: a.capt,
+		Lifecycle: a.lc,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !cfg.NoStream {
-		a.stream, err = stream.New(a.display, a.exec, stream.Config{
-			FPS: cfg.FPS, BitrateKbps: cfg.BitrateKbps, Preset: cfg.Preset,
-			ICEServers: splitList(cfg.ICEServers, ","), NAT1To1IPs: splitList(cfg.NAT1To1, ","),
-			UDPPort: cfg.UDPPort, Policy: stream.Policy(cfg.Policy), Logger: log, Capturer: a.capt,
-		})
-		if err != nil {
-			return nil, err
-		}
-		a.closers = append(a.closers, a.stream.Close)
-	}
+	a.closers = append(a.closers, a.stream.Close)
+	return nil
+}
 
-	ccfg := control.Config{
-		Mode:   control.Mode(cfg.Mode),
-		Settle: screen.SettleOptions{Quiet: cfg.SettleQuiet, Max: cfg.SettleMax},
-		Logger: log, Home: home, Name: "deskenv", Version: cfg.Version,
+// startControl starts the control plane: episodes, reset and scoring, the
+// native API and the OpenEnv face.
+func (a *Desktop) startControl(context.Context) (err error) {
+	a.control, err = control.New(control.Config{
+		Mode: control.Mode(a.cfg.Mode), Display: a.display, Exec: a.exec, Capturer: a.capt, Shooter: a.shooter,
+		Tasks: a.seat.tasks, Tools: mcpTools{a.mcp}, Auth: a.seat.auth,
+		Settle: a.cfg.settle(),
+		Logger: a.log, Home: a.home, Name: "deskenv", Version: a.cfg.Version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
-		Isolation:   cfg.iso.detail(cfg.session),
-	}
-	a.control, err = control.New(a.display, a.exec, a.capt, a.shooter, tasks, mcpTools{a.mcp}, ccfg)
+		Isolation:   a.seat.iso.detail(a.seat.session),
+		Lifecycle:   a.lc,
+	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.closers = append(a.closers, a.control.Close)
+	return nil
+}
 
-	// The recorder writes episodes under --episodes (one directory per
-	// desktop in pool mode); recording starts and stops on request.
-	episodes, err := cfg.episodesDir()
+// startRecorder starts the recorder, which writes episodes under
+// --episodes (one directory per desktop in pool mode); recording starts and
+// stops on request.
+func (a *Desktop) startRecorder(context.Context) (err error) {
+	episodes, err := a.cfg.episodesDir()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if cfg.Desktops > 1 {
-		episodes = filepath.Join(episodes, filepath.Base(home))
+	if a.cfg.Desktops > 1 {
+		episodes = filepath.Join(episodes, filepath.Base(a.home))
 	}
-	warnReachable(&cfg, episodes, cfg.session, log)
+	warnReachable(&a.cfg, episodes, a.seat.session, a.log)
 	a.rec, err = record.New(episodes, a.exec, a.shooter, a.capt, record.Options{
-		Logger: log,
-		Current: func() (record.EpisodeInfo, bool) {
-			ep := a.control.Current()
-			if ep == nil {
-				return record.EpisodeInfo{}, false
-			}
-			return record.EpisodeInfo{ID: ep.ID, TaskID: ep.TaskID, Instruction: ep.Instruction}, true
-		},
-		Finish: func(ctx context.Context, id string) (*record.Outcome, error) {
-			ep, err := a.control.End(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			return outcomeOf(ep), nil
-		},
-		// Everyone watching sees the REC marker, viewers included: the
-		// stream's state reaches every role, /api/recording only operators.
-		OnStatus: func(st record.Status) {
-			if a.stream == nil {
-				return
-			}
-			state := ""
-			switch {
-			case st.Paused:
-				state = "paused"
-			case st.Recording:
-				state = "recording"
-			}
-			a.stream.SetRecording(state)
-		},
+		Logger:    a.log,
+		Lifecycle: a.lc,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("--episodes: %w", err)
+		return fmt.Errorf("--episodes: %w", err)
 	}
-	// An episode that ends (scored) while it is being recorded ends its
-	// recording too, with the reward written in.
-	a.control.OnEpisodeEnd(func(ep control.Episode) {
-		a.rec.StopEpisode(context.Background(), ep.ID, outcomeOf(&ep))
-	})
 	a.closers = append(a.closers, func() error {
 		if a.rec.Status().Recording {
 			_, err := a.rec.Stop(context.Background(), nil)
@@ -224,11 +265,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (a *Desktop, err err
 		}
 		return nil
 	})
+	return nil
+}
 
+// startMetrics builds the desktop's metric registry, served at /metrics.
+func (a *Desktop) startMetrics(context.Context) error {
 	a.metrics = a.registry()
-	log.Info("desktop ready", "display", a.display.Name(), "screen", fmt.Sprintf("%dx%d", sw, sh),
-		"model", fmt.Sprintf("%dx%d", space.ModelW, space.ModelH), "mcp_tools", cfg.MCPTools)
-	return a, nil
+	return nil
 }
 
 // registry is the desktop's metric registry, served at /metrics: every
@@ -247,7 +290,7 @@ func (a *Desktop) registry() *prometheus.Registry {
 }
 
 // Local reports whether the desktop has no tokens: every request is let in.
-func (a *Desktop) Local() bool { return a.auth.Local() }
+func (a *Desktop) Local() bool { return a.seat.auth.Local() }
 
 // DisplayName is the desktop's X display, e.g. ":1".
 func (a *Desktop) DisplayName() string { return a.display.Name() }
@@ -273,7 +316,7 @@ func (a *Desktop) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) e
 // Handler is the one HTTP surface of the appliance (DESIGN.md, "One HTTP
 // server"): every route behind one front door.
 func (a *Desktop) Handler() http.Handler {
-	d := auth.NewDoor(a.auth, a.cfg.limits())
+	d := auth.NewDoor(a.seat.auth, a.cfg.limits(a.seat.iso))
 	a.register(d)
 	return d
 }
@@ -323,19 +366,6 @@ func (a *Desktop) Close() error {
 	return nil
 }
 
-// outcomeOf is a scored episode as the recorder writes it into episode.json.
-func outcomeOf(ep *control.Episode) *record.Outcome {
-	out := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
-	if ep.Interruption != "" {
-		// Cut short, not finished: a dataset marks it truncated.
-		out.Done, out.Interrupted = false, ep.Interruption
-	}
-	for _, r := range ep.Reasons {
-		out.Reasons = append(out.Reasons, fmt.Sprintf("%s: %v %s", r.Check, r.Passed, r.Detail))
-	}
-	return out
-}
-
 // traits builds the MCP traits --mcp-traits names, over this desktop's home
 // and session environment.
 func (a *Desktop) traits(cfg Config, home string) (mcpserver.Traits, error) {
@@ -343,20 +373,20 @@ func (a *Desktop) traits(cfg Config, home string) (mcpserver.Traits, error) {
 	for _, name := range splitList(cfg.MCPTraits, ",") {
 		switch name {
 		case "bash":
-			if err := cfg.sharedUserOK(name); err != nil {
+			if err := a.sharedUserOK(name); err != nil {
 				return t, err
 			}
 			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env(), Credential: a.display.Credential()}
 			if a.display.Credential() == nil && os.Geteuid() == 0 {
 				a.log.Warn("--mcp-traits bash: the session runs as deskenv's user, root, so the agent's commands run as root too")
 			}
-			if a.auth.Local() && a.display.Credential() == nil {
+			if a.seat.auth.Local() && a.display.Credential() == nil {
 				// A separated session is refused at the door by its user
 				// (desktopRefusal); a shared one only tokens keep out.
 				a.log.Warn("--mcp-traits bash without tokens: every request to deskenv is allowed, so the agent's shell can reach the control plane (reset, scoring) on this machine; configure tokens to keep it out")
 			}
 		case "files":
-			if err := cfg.sharedUserOK(name); err != nil {
+			if err := a.sharedUserOK(name); err != nil {
 				return t, err
 			}
 			t.Files = &mcpserver.FilesTrait{Home: home, Owner: a.display.Credential()}

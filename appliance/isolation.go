@@ -364,13 +364,13 @@ func (iso *isolation) detail(u *sessionUser) map[string]any {
 
 // sharedUserOK refuses a trait that hands the agent a shell or the file
 // system when the session runs as deskenv's own user, unless told.
-func (c *Config) sharedUserOK(trait string) error {
-	if c.session != nil || c.AllowSharedUser {
+func (a *Desktop) sharedUserOK(trait string) error {
+	if a.seat.session != nil || a.cfg.AllowSharedUser {
 		return nil
 	}
 	why := "the desktop runs as deskenv's own user"
-	if c.iso != nil && c.iso.Why != "" {
-		why = c.iso.Why
+	if iso := a.seat.iso; iso != nil && iso.Why != "" {
+		why = iso.Why
 	}
 	return fmt.Errorf("--mcp-traits %s: refused, because %s; the agent would get deskenv's user (its tasks, episodes and tokens). Run deskenv as root or with --session-user and the capabilities to switch to it, or pass --allow-shared-user to accept this", trait, why)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/task"
 )
 
 // Pool is several independent desktops in one process (--desktops N): each
@@ -52,28 +53,15 @@ type lease struct {
 	revoke func()
 }
 
-// NewPool starts cfg.Desktops desktops in parallel.
+// NewPool starts cfg.Desktops desktops in parallel. The tokens, the tasks
+// and who the sessions run as are decided once, for all of them.
 func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
-	pa, err := auth.New(auth.Config{
-		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
-	})
+	pa, err := poolAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	if pa.Has(auth.RoleAgent) {
-		// A pool-wide agent token opens every desktop, leased or not, to
-		// whoever holds it, which undoes what leases are for: refused unless
-		// asked for (a single trusted harness may want it), then said out
-		// loud.
-		if !cfg.PoolAgentToken {
-			return nil, errors.New("an agent token from --agent-token, DESKENV_AGENT_TOKEN or --tokens-file would be valid on every desktop of the pool, " +
-				"so one lessee's agent could act on desktops leased to others: remove it (each lease hands out its own agent token), " +
-				"or pass --pool-agent-token if one trusted harness drives every desktop")
-		}
-		log.Warn("--pool-agent-token: the agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
-			"any agent holding it can act on desktops leased to others")
-	}
-	if _, err := cfg.loadTasks(log); err != nil {
+	tasks, err := loadTasks(cfg.Tasks, log)
+	if err != nil {
 		return nil, err
 	}
 	// Every desktop's session runs as a user of its own, so desktops cannot
@@ -83,43 +71,21 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 		return nil, err
 	}
 	announceIsolation(iso, log)
-	cfg.iso = &iso // the door refuses every desktop's programs (cfg.limits)
 	// With --home, desktop i's home is --home/d<i>; without it, each
 	// session user's own (desktopHome's default).
 	home := ""
 	if cfg.Home != "" || !iso.Separated {
-		if home, err = cfg.desktopHome(); err != nil {
+		if home, err = cfg.desktopHome(nil); err != nil {
 			return nil, err
 		}
 	}
 	p := &Pool{iso: iso,
-		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(), leases: map[string]*lease{},
+		// the door refuses every desktop's programs (desktopRefusal)
+		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(&iso), leases: map[string]*lease{},
 		apps: make([]*Desktop, cfg.Desktops), busy: make([]string, cfg.Desktops),
 	}
 	start := time.Now()
-	errs := make([]error, cfg.Desktops)
-	var wg sync.WaitGroup
-	for i := range cfg.Desktops {
-		dc := cfg
-		dc.iso = &iso
-		if iso.Separated {
-			dc.session = iso.users[i]
-		}
-		if home != "" {
-			dc.Home = filepath.Join(home, "d"+strconv.Itoa(i))
-		}
-		if cfg.UDPPort > 0 {
-			// One UDP port per desktop: --udp-port is the first of N.
-			dc.UDPPort = cfg.UDPPort + i
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.apps[i], errs[i] = New(ctx, dc, log.With("desktop", i))
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := p.start(ctx, cfg, tasks, home); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("start the pool of %d desktops: %w", cfg.Desktops, err)
 	}
@@ -127,6 +93,59 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	log.Info("pool ready", "desktops", cfg.Desktops, "took", took.Round(time.Millisecond),
 		"per_second", fmt.Sprintf("%.1f", float64(cfg.Desktops)/took.Seconds()))
 	return p, nil
+}
+
+// poolAuth is the pool-wide tokens (operator, viewer). A pool-wide agent
+// token opens every desktop, leased or not, to whoever holds it, which
+// undoes what leases are for: refused unless asked for (a single trusted
+// harness may want it), then said out loud.
+func poolAuth(cfg Config, log *slog.Logger) (*auth.Auth, error) {
+	pa, err := newAuth(cfg)
+	if err != nil || !pa.Has(auth.RoleAgent) {
+		return pa, err
+	}
+	if !cfg.PoolAgentToken {
+		return nil, errors.New("an agent token from --agent-token, DESKENV_AGENT_TOKEN or --tokens-file would be valid on every desktop of the pool, " +
+			"so one lessee's agent could act on desktops leased to others: remove it (each lease hands out its own agent token), " +
+			"or pass --pool-agent-token if one trusted harness drives every desktop")
+	}
+	log.Warn("--pool-agent-token: the agent token from --agent-token or --tokens-file is valid on every desktop of the pool: " +
+		"any agent holding it can act on desktops leased to others")
+	return pa, nil
+}
+
+// start starts every desktop at once, each with tokens of its own (a lease
+// grants its agent token on its desktop alone).
+func (p *Pool) start(ctx context.Context, cfg Config, tasks []*task.Task, home string) error {
+	errs := make([]error, len(p.apps))
+	var wg sync.WaitGroup
+	for i := range p.apps {
+		s := seat{tasks: tasks, iso: &p.iso}
+		if p.iso.Separated {
+			s.session = p.iso.users[i]
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s.auth, errs[i] = newAuth(cfg); errs[i] == nil {
+				p.apps[i], errs[i] = newDesktop(ctx, desktopConfig(cfg, i, home), p.log.With("desktop", i), s)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// desktopConfig is desktop i's configuration: a home of its own under home
+// (when given) and, with --udp-port, the i-th port from it.
+func desktopConfig(cfg Config, i int, home string) Config {
+	if home != "" {
+		cfg.Home = filepath.Join(home, "d"+strconv.Itoa(i))
+	}
+	if cfg.UDPPort > 0 {
+		cfg.UDPPort += i
+	}
+	return cfg
 }
 
 // Local reports whether the pool has no tokens of its own (operator,
@@ -148,7 +167,7 @@ func newToken() string {
 func (p *Pool) Handler() http.Handler {
 	d := auth.NewDoor(p.auth, p.limits)
 	for i, a := range p.apps {
-		a.register(d.Sub("/d/"+strconv.Itoa(i), a.auth))
+		a.register(d.Sub("/d/"+strconv.Itoa(i), a.seat.auth))
 	}
 	op := auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxLeaseBody}
 	d.Handle("POST /leases", op, http.HandlerFunc(p.take))
@@ -234,7 +253,7 @@ func (p *Pool) take(w http.ResponseWriter, r *http.Request) {
 	if !p.local {
 		// A token of the lease's own, valid on its desktop until the lease
 		// ends: the next lessee of this desktop gets another.
-		l.AgentToken, l.revoke, err = p.apps[idx].auth.Grant(auth.RoleAgent)
+		l.AgentToken, l.revoke, err = p.apps[idx].seat.auth.Grant(auth.RoleAgent)
 		if err != nil {
 			p.mu.Lock()
 			p.busy[idx] = ""
@@ -313,8 +332,8 @@ func (p *Pool) desktops(w http.ResponseWriter, r *http.Request) {
 	for i, a := range p.apps {
 		out[i] = desk{Index: i, Display: a.display.Name(), Base: "/d/" + strconv.Itoa(i) + "/", Lease: p.busy[i],
 			XAuthority: a.display.XAuthority()}
-		if a.cfg.session != nil {
-			out[i].SessionUser = a.cfg.session.Name
+		if a.seat.session != nil {
+			out[i].SessionUser = a.seat.session.Name
 		}
 	}
 	p.mu.Unlock()
