@@ -38,9 +38,10 @@ func (r *Recorder) Handler() http.Handler {
 //	POST /api/recording/start    {"episode_id","task_id","instruction","source"}, all optional
 //	POST /api/recording/pause    privacy pause
 //	POST /api/recording/resume
-//	POST /api/recording/stop     {"end_episode": true} ends and scores the control plane's
-//	                             episode first (Options.Finish); or give "reward", "done",
-//	                             "reasons" yourself
+//	POST /api/recording/stop     {"end_episode": true} has the control plane end and score
+//	                             the episode (over the lifecycle bus) and writes its outcome
+//	                             in; "reward", "done", "success", "reasons" given beside it
+//	                             override the checker's, or stand alone without it
 //
 // Answers are JSON: the Status, or {"error": "..."}.
 func (r *Recorder) mux() http.Handler {
@@ -126,40 +127,12 @@ func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 2*time.Minute)
 	defer cancel()
-	var outcome *Outcome
 	if sr.EndEpisode {
-		if r.opt.Finish == nil {
-			writeError(w, http.StatusBadRequest, "end_episode: this recorder is not tied to a control plane; give reward and done instead")
-			return
-		}
-		// Finish runs the control plane's end-of-episode hooks, which may
-		// stop this recording with the outcome already; Stop below then
-		// finds nothing to stop.
-		if outcome, err = r.opt.Finish(ctx, ep.id); err != nil {
-			writeError(w, http.StatusInternalServerError, fmt.Sprintf("ending episode %s: %v", ep.id, err))
-			return
-		}
-	}
-	if sr.Reward != nil || sr.Done != nil || sr.Success != nil || len(sr.Reasons) > 0 {
-		if outcome == nil {
-			outcome = &Outcome{}
-		}
-		if sr.Reward != nil {
-			outcome.Reward = sr.Reward
-		}
-		if sr.Done != nil {
-			outcome.Done = *sr.Done
-		}
-		if sr.Success != nil {
-			outcome.Success = sr.Success
-		}
-		if len(sr.Reasons) > 0 {
-			outcome.Reasons = sr.Reasons
-		}
-	}
-	_, err = r.StopEpisode(ctx, ep.id, outcome)
-	if errors.Is(err, ErrNotRecording) && sr.EndEpisode {
-		err = nil // the end-of-episode hook stopped it
+		// The control plane ends and scores the episode; the recording
+		// stops on its EpisodeEnded, with these fields over the checker's.
+		err = r.endEpisode(ctx, ep.id, &sr)
+	} else {
+		_, err = r.StopEpisode(ctx, ep.id, overlay(nil, &sr))
 	}
 	r.answer(w, http.StatusOK, err)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
 )
 
@@ -47,18 +48,12 @@ type Options struct {
 	SyncEvery time.Duration
 	// BusBuffer is the recorder's bus subscription buffer (default 8192).
 	BusBuffer int
-	// Current, if set, returns the control plane's running episode: a
-	// recording started without an id or task (the page's record button)
-	// is tied to it.
-	Current func() (EpisodeInfo, bool)
-	// Finish, if set, ends and scores the control plane's episode id; the
-	// HTTP stop calls it when asked to end the episode, and its outcome is
-	// written into episode.json.
-	Finish func(ctx context.Context, episodeID string) (*Outcome, error)
-	// OnStatus, if set, is called after a recording starts, pauses,
-	// resumes or stops, so the appliance can tell everyone watching (the
-	// page's REC marker) without polling. It must not block.
-	OnStatus func(Status)
+	// Lifecycle, if set, ties the recorder to the control plane and the
+	// stream through the appliance's lifecycle bus (see follow.go): it
+	// learns the running episode from it, stops an episode's recording when
+	// the episode ends, and announces its own state (the page's REC
+	// marker). Without it the recorder records on its own.
+	Lifecycle *lifecycle.Bus
 }
 
 func (o *Options) defaults() {
@@ -95,8 +90,8 @@ func (o *Options) defaults() {
 // optional.
 type EpisodeInfo struct {
 	// ID names the episode and its directory (made safe for a file name);
-	// empty takes the control plane's running episode (Options.Current) or
-	// a new id.
+	// empty takes the control plane's running episode (Options.Lifecycle)
+	// or a new id. The running episode's id records it under its task.
 	ID          string `json:"episode_id,omitempty"`
 	TaskID      string `json:"task_id,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
@@ -131,6 +126,10 @@ type Recorder struct {
 	cur     *Episode
 	last    *Meta
 	metrics *metrics
+
+	cp         *controlPlane
+	unfollow   func()
+	followDone chan struct{}
 }
 
 // New returns a recorder writing episodes under dir (created if needed).
@@ -148,6 +147,14 @@ func New(dir string, exec *hci.Executor, shooter *screen.Shooter, capt *screen.C
 	}
 	r := &Recorder{dir: dir, exec: exec, shooter: shooter, capt: capt, opt: opt, log: opt.Logger.With("component", "record")}
 	r.metrics = newMetrics(r)
+	r.cp, r.unfollow, r.followDone = newControlPlane(), func() {}, make(chan struct{})
+	if opt.Lifecycle != nil {
+		var ch <-chan lifecycle.Event
+		ch, r.unfollow = opt.Lifecycle.Subscribe(256)
+		go r.follow(ch)
+	} else {
+		close(r.followDone)
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("episodes directory: %w", err)
@@ -242,28 +249,16 @@ func (r *Recorder) Start(ctx context.Context, info EpisodeInfo) (*Episode, error
 	return ep, err
 }
 
-// notify tells Options.OnStatus what the recorder now does.
-func (r *Recorder) notify() {
-	if r.opt.OnStatus != nil {
-		r.opt.OnStatus(r.Status())
-	}
-}
-
 func (r *Recorder) start(ctx context.Context, info EpisodeInfo) (*Episode, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cur != nil {
 		return nil, fmt.Errorf("%w episode %s: stop it first", ErrRecording, r.cur.id)
 	}
-	if info.ID == "" && info.TaskID == "" && r.opt.Current != nil {
-		if cur, ok := r.opt.Current(); ok {
-			info.ID, info.TaskID = cur.ID, cur.TaskID
-			if info.Instruction == "" {
-				info.Instruction = cur.Instruction
-			}
-			if info.Source == "" {
-				info.Source = cur.Source
-			}
+	if r.opt.Lifecycle != nil {
+		var err error
+		if info, err = r.cp.tie(info); err != nil {
+			return nil, err
 		}
 	}
 	switch info.Source {
@@ -977,8 +972,11 @@ func (r *Recorder) Status() Status {
 	return st
 }
 
-// Close stops a recording in progress (unscored).
+// Close stops a recording in progress (unscored) and stops following the
+// lifecycle bus.
 func (r *Recorder) Close() error {
+	r.unfollow()
+	<-r.followDone
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := r.Stop(ctx, nil)
