@@ -42,6 +42,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/screen"
 )
@@ -307,6 +308,13 @@ func (s *Server) instructions() string {
 // Handler serves MCP over streamable HTTP. cmd/deskenv mounts it at /mcp;
 // it answers on any path it is mounted at.
 func (s *Server) Handler() http.Handler { return s.http }
+
+// Register puts MCP's streamable HTTP at /mcp behind the appliance's front
+// door d, for agents: POST calls (a body up to the door's limit), a GET
+// event stream and DELETE of a session; the token only in the header.
+func (s *Server) Register(d *auth.Door) {
+	d.Handle("/mcp", auth.Policy{Roles: []auth.Role{auth.RoleAgent}, Stream: true}, s.http)
+}
 
 // ServeStdio serves MCP over in and out (one JSON-RPC message per line) until
 // in ends or ctx is done; both are a clean end and return nil.

@@ -14,13 +14,14 @@ import (
 	"github.com/deskenv/deskenv/internal/wire"
 )
 
-// Routes are the recording API's routes, for cmd to register behind the
-// appliance's front door (auth.Door), for operators only. The door checks
-// tokens, origins and body sizes; nothing here does.
-func (r *Recorder) Routes() []auth.Route {
+// Register puts the recording API behind the appliance's front door d, for
+// operators only. The door checks tokens, origins and body sizes; nothing
+// here does.
+func (r *Recorder) Register(d *auth.Door) {
 	h := r.mux()
 	p := auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxBody}
-	return []auth.Route{{Pattern: "/api/recording", Policy: p, Handler: h}, {Pattern: "/api/recording/", Policy: p, Handler: h}}
+	d.Handle("/api/recording", p, h)
+	d.Handle("/api/recording/", p, h)
 }
 
 // Handler serves the recording API alone behind a door of its own without
@@ -28,7 +29,7 @@ func (r *Recorder) Routes() []auth.Route {
 // tests and programs that embed the recorder.
 func (r *Recorder) Handler() http.Handler {
 	d := auth.NewDoor(nil, auth.Limits{})
-	d.Mount(r.Routes()...)
+	r.Register(d)
 	return d
 }
 

@@ -64,6 +64,29 @@ func (v *viewer) info() ViewerInfo {
 	return ViewerInfo{ID: v.id, Role: v.role, ViewOnly: v.viewOnly, Since: v.since, Video: v.video, Remote: v.remote}
 }
 
+// Register puts the signalling websocket at /stream/signal behind the
+// appliance's front door d, for viewers and operators (the token may come in
+// the URL: a browser cannot set a header on a websocket). Who connects is
+// the role the door let in (doorRole).
+func (s *Server) Register(d *auth.Door) {
+	d.Handle("/stream/signal", auth.Policy{Roles: []auth.Role{auth.RoleViewer}, URLToken: true, Stream: true},
+		s.SignalHandler(doorRole))
+}
+
+// doorRole is who connects, from the role the front door let in: operators
+// (and everyone in local mode) may take control; viewer tokens watch only.
+// The door already refused agents' tokens (MCP alone).
+func doorRole(r *http.Request) (role string, viewOnly bool, err error) {
+	switch role := auth.RoleFrom(r.Context()); role {
+	case auth.RoleOperator, auth.RoleLocal:
+		return RoleOperator, false, nil
+	case auth.RoleViewer:
+		return RoleViewer, true, nil
+	default:
+		return "", false, fmt.Errorf("a %s token cannot watch the desktop: use a viewer or operator token", role)
+	}
+}
+
 // SignalHandler serves the signalling websocket (mounted at /stream/signal).
 // roleOf decides who may connect: it returns the role ("viewer", "operator", or
 // "local" for an appliance without tokens, which counts as operator) and

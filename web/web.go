@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"path"
 	"strings"
+
+	"github.com/deskenv/deskenv/auth"
 )
 
 //go:embed static
@@ -33,6 +35,13 @@ type asset struct {
 
 type handler struct {
 	assets map[string]asset // by URL path, "/" for the page
+}
+
+// Register serves the page at "/" behind the appliance's front door d. The
+// page itself is public code; what it connects to is not. Its URL carries
+// ?token=, which the page hands to the websocket.
+func Register(d *auth.Door) {
+	d.Handle("/", auth.Policy{Public: true}, Handler())
 }
 
 // Handler serves the browser client: the page at "/" and its files beside it.
