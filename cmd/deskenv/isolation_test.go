@@ -35,27 +35,6 @@ func reachableHomes(t *testing.T, args []string) {
 	}
 }
 
-// useXAuthority points this process's X clients (xprobe, xgb) at a file
-// holding the cookies of the given Xauthority files, as deskenv's own
-// /desktops names them. Xauthority files are sequences of records, so the
-// files are simply joined.
-func useXAuthority(t *testing.T, files ...string) {
-	t.Helper()
-	var all []byte
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatalf("read the display's cookie: %v", err)
-		}
-		all = append(all, b...)
-	}
-	p := filepath.Join(t.TempDir(), "Xauthority")
-	if err := os.WriteFile(p, all, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("XAUTHORITY", p)
-}
-
 func TestScrubTokenArgs(t *testing.T) {
 	tests := []struct {
 		name  string

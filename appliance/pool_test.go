@@ -1,11 +1,16 @@
-package main
+package appliance
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,19 +18,68 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
 const testOperator = "operator-token-0123456789abcdef"
 
-// startPool runs the binary in pool mode and returns its base URL.
-func startPool(t *testing.T, n int) string {
+// startPool starts a pool of n bare desktops (no window manager, no apps,
+// no stream) in this process, behind its door on a free port, as deskenv
+// serves it; it returns the pool and its base URL.
+func startPool(t *testing.T, n int) (*Pool, string) {
 	t.Helper()
-	return startDeskenv(t, "--desktops", fmt.Sprint(n), "--no-stream",
-		"--wm", "", "--apps", "", "--operator-token", testOperator, "--home", t.TempDir()).base
+	cfg := DefaultConfig()
+	cfg.Desktops, cfg.NoStream, cfg.WM, cfg.Apps = n, true, "", ""
+	cfg.OperatorToken = testOperator
+	cfg.Home, cfg.Episodes = reachableDir(t), t.TempDir()
+	p, err := NewPool(context.Background(), cfg, testrig.Logger(t))
+	if err != nil {
+		t.Fatalf("start a pool of %d desktops: %v", n, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	srv := httptest.NewUnstartedServer(p.Handler())
+	// As deskenv's server: the door asks who opened each connection.
+	srv.Config.ConnContext = ConnContext
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return p, srv.URL
 }
 
-func doJSON(t *testing.T, method, url, token string, body any, out any) int {
+// reachableDir is a temporary directory the session users can search
+// through (t.TempDir's parent is 0700): their homes go under it.
+func reachableDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for d := dir; d != "/" && d != os.TempDir() && d != "."; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o011 != 0o011 {
+			os.Chmod(d, fi.Mode().Perm()|0o011)
+		}
+	}
+	return dir
+}
+
+// useXAuthority points this process's X clients at a file holding the
+// cookies of the given Xauthority files, as /desktops names them.
+// Xauthority files are sequences of records, so the files are joined.
+func useXAuthority(t *testing.T, files ...string) {
+	t.Helper()
+	var all []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatalf("read the display's cookie: %v", err)
+		}
+		all = append(all, b...)
+	}
+	p := filepath.Join(t.TempDir(), "Xauthority")
+	if err := os.WriteFile(p, all, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XAUTHORITY", p)
+}
+
+func doJSON(t *testing.T, method, url, token string, body any, out any, header ...string) int {
 	t.Helper()
 	var rd *bytes.Reader
 	if body != nil {
@@ -38,13 +92,17 @@ func doJSON(t *testing.T, method, url, token string, body any, out any) int {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if out != nil {
-		json.NewDecoder(resp.Body).Decode(out)
+		b, _ := io.ReadAll(resp.Body)
+		json.Unmarshal(b, out)
 	}
 	return resp.StatusCode
 }
@@ -69,12 +127,19 @@ func agentClient(t *testing.T, url, token string) *client.Client {
 	return c
 }
 
+type leaseResp struct {
+	ID         string `json:"lease_id"`
+	Desktop    int    `json:"desktop"`
+	MCP        string `json:"mcp"`
+	AgentToken string `json:"agent_token"`
+}
+
 // TestPool runs 8 desktops in one process: leases hand each out once, 8
 // agents click at once, each only on its own desktop, and one desktop's token
 // is refused by the others.
 func TestPool(t *testing.T) {
 	const n = 8
-	base := startPool(t, n)
+	_, base := startPool(t, n)
 
 	var desks struct {
 		Desktops []struct {
@@ -104,12 +169,6 @@ func TestPool(t *testing.T) {
 
 	if code := doJSON(t, "POST", base+"/leases", "", nil, nil); code != http.StatusUnauthorized {
 		t.Errorf("lease without a token: %d, want 401", code)
-	}
-	type leaseResp struct {
-		ID         string `json:"lease_id"`
-		Desktop    int    `json:"desktop"`
-		MCP        string `json:"mcp"`
-		AgentToken string `json:"agent_token"`
 	}
 	leases := make([]leaseResp, n)
 	seen := map[int]bool{}
@@ -185,5 +244,51 @@ func TestPool(t *testing.T) {
 	var again leaseResp
 	if code := doJSON(t, "POST", base+"/leases", testOperator, nil, &again); code != http.StatusCreated || again.Desktop != leases[3].Desktop {
 		t.Errorf("lease after release: %d desktop %d, want desktop %d", code, again.Desktop, leases[3].Desktop)
+	}
+}
+
+// TestLeasesSameOrigin: the lease API is behind the same door as every
+// other route, so a page of another origin cannot take or end a lease with
+// the operator's cookie or token, while its own pages and clients that are
+// not browsers can.
+func TestLeasesSameOrigin(t *testing.T) {
+	_, base := startPool(t, 2)
+	cross := [][]string{
+		{"Origin", "https://evil.example"},
+		{"Origin", "null"},
+		{"Origin", base, "Sec-Fetch-Site", "cross-site"},
+		{"Sec-Fetch-Site", "same-site"},
+	}
+	var l leaseResp
+	if code := doJSON(t, "POST", base+"/leases", testOperator, nil, &l); code != http.StatusCreated {
+		t.Fatalf("lease from a client that is not a browser: %d, want 201", code)
+	}
+	tests := []struct {
+		method, path string
+	}{
+		{"POST", "/leases"},
+		{"DELETE", "/leases/" + l.ID},
+	}
+	for _, tc := range tests {
+		for _, h := range cross {
+			var e struct {
+				Error string `json:"error"`
+			}
+			if code := doJSON(t, tc.method, base+tc.path, testOperator, map[string]any{}, &e, h...); code != http.StatusForbidden || !strings.Contains(e.Error, "cross-origin") {
+				t.Errorf("%s %s with %v: %d %q, want 403 cross-origin", tc.method, tc.path, h, code, e.Error)
+			}
+		}
+	}
+	// Reading is not refused: a GET changes nothing.
+	if code := doJSON(t, "GET", base+"/leases", testOperator, nil, nil, "Origin", "https://evil.example"); code != http.StatusOK {
+		t.Errorf("GET /leases from another origin: %d, want 200", code)
+	}
+	// The lease refused above is still there, and its own page may end it.
+	same := []string{"Origin", base, "Sec-Fetch-Site", "same-origin"}
+	if code := doJSON(t, "DELETE", base+"/leases/"+l.ID, testOperator, nil, nil, same...); code != http.StatusNoContent {
+		t.Errorf("same-origin DELETE /leases/%s: %d, want 204", l.ID, code)
+	}
+	if code := doJSON(t, "POST", base+"/leases", testOperator, map[string]any{}, nil, same...); code != http.StatusCreated {
+		t.Errorf("same-origin POST /leases: %d, want 201", code)
 	}
 }
