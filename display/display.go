@@ -301,12 +301,9 @@ func withoutDeskenv(env []string) []string {
 }
 
 // Dial opens a new, separate connection to the display. The caller closes it.
+// A connection that must outlive a restart of the server is a Follower's.
 func (d *Display) Dial() (*xgb.Conn, error) {
-	c, err := xgb.NewConnDisplay(d.name)
-	if err != nil {
-		return nil, fmt.Errorf("connect to display %s: %w", d.name, err)
-	}
-	return c, nil
+	return DialContext(context.Background(), d.name)
 }
 
 // Health reports whether the X server answers a round trip within ctx.

@@ -1,0 +1,128 @@
+package display
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// roundTrip fails the test unless c answers a request.
+func roundTrip(t *testing.T, c *xgb.Conn, what string) {
+	t.Helper()
+	if _, err := xproto.GetInputFocus(c).Reply(); err != nil {
+		t.Fatalf("%s: the connection does not answer: %v", what, err)
+	}
+}
+
+// TestFollowerFollowsRestarts kills the X server under a Follower: the
+// connection it had is no longer Current, and Get dials the restarted
+// server with a new generation. Drop makes Get dial anew on the same server.
+func TestFollowerFollowsRestarts(t *testing.T) {
+	needXvfb(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f := d.Follow(DropEvents)
+	defer f.Close()
+
+	c1, g1, err := f.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g1 == 0 {
+		t.Fatal("the first generation is 0; 0 must mean none")
+	}
+	roundTrip(t, c1, "first connection")
+	if c, g, err := f.Get(ctx); err != nil || c != c1 || g != g1 {
+		t.Fatalf("second Get = %p, %d, %v; want the same connection %p, %d", c, g, err, c1, g1)
+	}
+
+	f.Drop(g1 + 100) // not the current generation: nothing happens
+	if c, _, ok := f.Current(); !ok || c != c1 {
+		t.Fatal("Drop of another generation dropped the current connection")
+	}
+	f.Drop(g1)
+	if _, _, ok := f.Current(); ok {
+		t.Fatal("Current after Drop still reports a connection")
+	}
+	c2, g2, err := f.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2 == c1 || g2 == g1 {
+		t.Fatalf("Get after Drop returned generation %d again", g2)
+	}
+	roundTrip(t, c2, "connection after Drop")
+
+	syscall.Kill(d.ServerPID(), syscall.SIGKILL)
+	waitFor(t, "the X server to be restarted", func() bool { return d.Restarts() == 1 })
+	if _, _, ok := f.Current(); ok {
+		t.Fatal("Current still reports the connection to the dead server")
+	}
+	c3, g3, err := f.Get(ctx)
+	if err != nil {
+		t.Fatalf("Get after the restart: %v", err)
+	}
+	if c3 == c2 || g3 == g2 {
+		t.Fatalf("Get after the restart returned generation %d again", g3)
+	}
+	roundTrip(t, c3, "connection to the restarted server")
+
+	f.Close()
+	if _, _, err := f.Get(ctx); !errors.Is(err, ErrFollowerClosed) {
+		t.Fatalf("Get after Close: %v, want ErrFollowerClosed", err)
+	}
+}
+
+// TestDialContextStoppedServer dials a server that is stopped (SIGSTOP): the
+// socket connects and the handshake never ends, so only ctx ends the dial.
+func TestDialContextStoppedServer(t *testing.T) {
+	needXvfb(t)
+	d, err := Start(context.Background(), Config{WindowManager: []string{}, Apps: [][]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	tests := []struct {
+		name    string
+		display string
+		stop    bool
+		want    error // nil: the dial succeeds
+	}{
+		{"running", d.Name(), false, nil},
+		{"stopped", d.Name(), true, context.DeadlineExceeded},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.stop {
+				syscall.Kill(d.ServerPID(), syscall.SIGSTOP)
+				defer syscall.Kill(d.ServerPID(), syscall.SIGCONT)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			c, err := DialContext(ctx, tc.display)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("DialContext = %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := DialContext(context.Background(), ""); err == nil {
+		t.Error("DialContext with no display name succeeded")
+	}
+}
