@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -104,65 +105,107 @@ func DefaultConfig() Config {
 
 // Validate reports the first setting that cannot work, naming its flag.
 func (c *Config) Validate() error {
-	if _, _, _, err := c.ScreenSize(); err != nil {
-		return err
+	checks := []func() error{
+		c.checkScreen, c.checkShots, c.checkTools, c.checkTraits,
+		c.checkChoices, c.checkRanges, c.checkLimits, c.checkPool,
 	}
-	switch c.ImageFormat {
-	case "png", "jpeg":
-	default:
-		return fmt.Errorf("--image-format %q: use png or jpeg", c.ImageFormat)
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
 	}
-	if c.JPEGQuality < 1 || c.JPEGQuality > 100 {
-		return fmt.Errorf("--jpeg-quality %d: must be between 1 and 100", c.JPEGQuality)
-	}
+	return nil
+}
+
+func (c *Config) checkScreen() error {
+	_, _, _, err := c.ScreenSize()
+	return err
+}
+
+// checkShots checks how screenshots are taken: the settle times.
+func (c *Config) checkShots() error {
 	if c.SettleQuiet <= 0 || c.SettleMax < c.SettleQuiet {
 		return fmt.Errorf("--settle-quiet %s and --settle-max %s: both must be positive, and max at least quiet", c.SettleQuiet, c.SettleMax)
 	}
-	for _, m := range splitList(c.MCPTools, ",") {
-		switch m {
-		case "computer", "tools", "codeact":
-		default:
+	return nil
+}
+
+// checkTools checks --mcp-tools: at least one shape, each one known.
+func (c *Config) checkTools() error {
+	shapes := splitList(c.MCPTools, ",")
+	if len(shapes) == 0 {
+		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools, codeact")
+	}
+	for _, m := range shapes {
+		if !slices.Contains([]string{"computer", "tools", "codeact"}, m) {
 			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, codeact, or several: computer,tools)", c.MCPTools, m)
 		}
 	}
-	if len(splitList(c.MCPTools, ",")) == 0 {
-		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools, codeact")
-	}
+	return nil
+}
+
+// checkTraits checks that every trait --mcp-traits names is known.
+func (c *Config) checkTraits() error {
 	for _, tr := range splitList(c.MCPTraits, ",") {
-		switch tr {
-		case "bash", "files", "clipboard":
-		default:
+		if !slices.Contains([]string{"bash", "files", "clipboard"}, tr) {
 			return fmt.Errorf("--mcp-traits %q: unknown trait %q (use bash, files, clipboard, or several: bash,files)", c.MCPTraits, tr)
 		}
 	}
-	switch c.Mode {
-	case "sim", "prod":
-	default:
-		return fmt.Errorf("--mode %q: use sim or prod", c.Mode)
+	return nil
+}
+
+// checkChoices checks the settings that are one of a few words.
+func (c *Config) checkChoices() error {
+	choices := []struct {
+		flag, value, hint string
+		allowed           []string
+	}{
+		{"--image-format", c.ImageFormat, "use png or jpeg", []string{"png", "jpeg"}},
+		{"--mode", c.Mode, "use sim or prod", []string{"sim", "prod"}},
+		{"--policy", c.Policy, "use shared, human or agent", []string{"shared", "human", "agent"}},
 	}
-	switch c.Policy {
-	case "shared", "human", "agent":
-	default:
-		return fmt.Errorf("--policy %q: use shared, human or agent", c.Policy)
+	for _, ch := range choices {
+		if !slices.Contains(ch.allowed, ch.value) {
+			return fmt.Errorf("%s %q: %s", ch.flag, ch.value, ch.hint)
+		}
 	}
-	if c.FPS < 1 || c.FPS > 60 {
-		return fmt.Errorf("--fps %d: must be between 1 and 60", c.FPS)
+	return nil
+}
+
+// checkRanges checks the numbers that have bounds.
+func (c *Config) checkRanges() error {
+	ranges := []struct {
+		flag          string
+		value, lo, hi int
+		want          string
+	}{
+		{"--jpeg-quality", c.JPEGQuality, 1, 100, "must be between 1 and 100"},
+		{"--fps", c.FPS, 1, 60, "must be between 1 and 60"},
+		{"--bitrate", c.BitrateKbps, 100, 100000, "must be between 100 and 100000 kbit/s"},
+		{"--udp-port", c.UDPPort, 0, 65535, "must be a port number"},
+		{"--desktops", c.Desktops, 1, 256, "must be between 1 and 256"},
 	}
-	if c.BitrateKbps < 100 || c.BitrateKbps > 100000 {
-		return fmt.Errorf("--bitrate %d: must be between 100 and 100000 kbit/s", c.BitrateKbps)
+	for _, r := range ranges {
+		if r.value < r.lo || r.value > r.hi {
+			return fmt.Errorf("%s %d: %s", r.flag, r.value, r.want)
+		}
 	}
-	if c.UDPPort < 0 || c.UDPPort > 65535 {
-		return fmt.Errorf("--udp-port %d: must be a port number", c.UDPPort)
-	}
-	if c.Desktops < 1 || c.Desktops > 256 {
-		return fmt.Errorf("--desktops %d: must be between 1 and 256", c.Desktops)
-	}
+	return nil
+}
+
+// checkLimits checks the front door's bounds on every request.
+func (c *Config) checkLimits() error {
 	if c.BodyReadTimeout < 0 || c.WriteTimeout < 0 {
 		return fmt.Errorf("--body-read-timeout %s and --write-timeout %s: use 0 for none or a positive duration", c.BodyReadTimeout, c.WriteTimeout)
 	}
 	if c.MaxBody < 1<<10 {
 		return fmt.Errorf("--max-body %d: must be at least 1024 bytes", c.MaxBody)
 	}
+	return nil
+}
+
+// checkPool checks what pool mode cannot do.
+func (c *Config) checkPool() error {
 	if c.Desktops > 1 && c.Display != "" {
 		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
 	}

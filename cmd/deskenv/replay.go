@@ -21,16 +21,76 @@ import (
 // through hci, report where the screen diverged from the recorded
 // observations, and score the task.
 func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c := defaultConfig()
-	c.LogLevel = "warn"
+	r, err := parseReplay(args, stderr)
+	if err != nil {
+		return err
+	}
+	res, err := r.run(ctx, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if r.asJSON {
+		res.writeJSON(stdout)
+	} else {
+		res.writeText(stdout)
+	}
+	return res.verdict()
+}
+
+// replay is one `deskenv replay`: the desktop's settings, adjusted to the
+// episode, and the replay's own flags.
+type replay struct {
+	cfg        config
+	rec        *record.Recording
+	taskID     string
+	outDir     string
+	maxChanged float64
+	asJSON     bool
+}
+
+// replayResult is what a replay found: the screens' report and the
+// episode's new score beside the recorded one.
+type replayResult struct {
+	rec      *record.Recording
+	taskID   string
+	report   *record.ReplayReport
+	end      *control.Episode
+	recorded *float64
+}
+
+// parseReplay reads the flags (the appliance's, then the environment for
+// those not given) and the episode, and sets the screen and model size to
+// the episode's unless told otherwise.
+func parseReplay(args []string, stderr io.Writer) (*replay, error) {
+	r := &replay{cfg: defaultConfig()}
+	r.cfg.LogLevel = "warn"
 	fs := flag.NewFlagSet("deskenv replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c.flagSet(fs)
-	outDir := fs.String("out", "", "write the replay's screenshots here (NNNNNN.png per step) to compare with the episode's shots/")
-	maxChanged := fs.Float64("max-changed", 0, "share of pixels (0-1) a screen may differ by and still match the recorded one")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: deskenv replay [flags] EPISODE_DIR
+	r.cfg.flagSet(fs)
+	fs.StringVar(&r.outDir, "out", "", "write the replay's screenshots here (NNNNNN.png per step) to compare with the episode's shots/")
+	fs.Float64Var(&r.maxChanged, "max-changed", 0, "share of pixels (0-1) a screen may differ by and still match the recorded one")
+	fs.BoolVar(&r.asJSON, "json", false, "print the report as JSON")
+	fs.Usage = func() { replayUsage(fs, stderr) }
+	dirs, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) != 1 {
+		fs.Usage()
+		return nil, fmt.Errorf("replay: give exactly one EPISODE_DIR, got %d", len(dirs))
+	}
+	set := setFromEnv(fs)
+	if r.rec, err = record.Open(dirs[0]); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	if err := r.fitEpisode(set); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func replayUsage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `Usage: deskenv replay [flags] EPISODE_DIR
 
 Starts a desktop with the episode's screen size, resets it into the episode's task
 (--tasks must hold it), executes the recorded steps as source "replay", compares each
@@ -39,16 +99,12 @@ to the recorded one. Exits 1 when the rewards differ.
 
 Flags (the appliance's flags apply to the desktop it starts):
 `)
-		fs.PrintDefaults()
-	}
-	dirs, err := parseInterspersed(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(dirs) != 1 {
-		fs.Usage()
-		return fmt.Errorf("replay: give exactly one EPISODE_DIR, got %d", len(dirs))
-	}
+	fs.PrintDefaults()
+}
+
+// setFromEnv sets every flag not given on the command line from its
+// environment variable, and returns the names of the flags set either way.
+func setFromEnv(fs *flag.FlagSet) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	fs.VisitAll(func(f *flag.Flag) {
@@ -58,11 +114,13 @@ Flags (the appliance's flags apply to the desktop it starts):
 			}
 		}
 	})
-	rec, err := record.Open(dirs[0])
-	if err != nil {
-		return fmt.Errorf("replay: %w", err)
-	}
-	m := rec.Meta
+	return set
+}
+
+// fitEpisode gives the desktop the episode's screen and model size (unless
+// a flag names them) and finds its task, which --tasks must hold.
+func (r *replay) fitEpisode(set map[string]bool) error {
+	m, c := r.rec.Meta, &r.cfg
 	if !set["screen"] && c.Display == "" {
 		c.Screen = fmt.Sprintf("%dx%dx24", m.Screen.W, m.Screen.H)
 	}
@@ -73,63 +131,76 @@ Flags (the appliance's flags apply to the desktop it starts):
 	if err := c.validate(); err != nil {
 		return err
 	}
-	taskID := ""
 	if m.Task != nil {
-		taskID = m.Task.ID
+		r.taskID = m.Task.ID
 	}
-	if taskID != "" && c.Tasks == "" {
-		return fmt.Errorf("replay: episode %s was recorded on task %q: give --tasks DIR holding it", m.ID, taskID)
+	if r.taskID != "" && c.Tasks == "" {
+		return fmt.Errorf("replay: episode %s was recorded on task %q: give --tasks DIR holding it", m.ID, r.taskID)
 	}
-	log := c.logger(stderr)
+	return nil
+}
+
+// run starts the desktop, resets it into the task, replays the steps and
+// scores the episode.
+func (r *replay) run(ctx context.Context, stdout, stderr io.Writer) (*replayResult, error) {
+	log := r.cfg.logger(stderr)
 	quietXGB(log)
-	a, err := appliance.New(ctx, c.Config, log)
+	a, err := appliance.New(ctx, r.cfg.Config, log)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer a.Close()
-	ep, err := a.Control().Reset(ctx, control.ResetRequest{TaskID: taskID})
+	ep, err := a.Control().Reset(ctx, control.ResetRequest{TaskID: r.taskID})
 	if err != nil {
-		return fmt.Errorf("replay: reset into task %q: %w", taskID, err)
+		return nil, fmt.Errorf("replay: reset into task %q: %w", r.taskID, err)
 	}
-	if !*asJSON {
-		fmt.Fprintf(stdout, "replaying %s: %d steps on task %q (%s on %s)\n", m.ID, len(rec.Steps), taskID, a.Space(), a.DisplayName())
+	res := &replayResult{rec: r.rec, taskID: r.taskID}
+	if !r.asJSON {
+		fmt.Fprintf(stdout, "replaying %s: %d steps on task %q (%s on %s)\n", r.rec.Meta.ID, len(r.rec.Steps), r.taskID, a.Space(), a.DisplayName())
 	}
-	opt := record.ReplayOptions{OutDir: *outDir, MaxChanged: *maxChanged,
-		Settle: screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}}
-	if !*asJSON {
+	opt := record.ReplayOptions{OutDir: r.outDir, MaxChanged: r.maxChanged,
+		Settle: screen.SettleOptions{Quiet: r.cfg.SettleQuiet, Max: r.cfg.SettleMax}}
+	if !r.asJSON {
 		opt.OnStep = func(s record.StepResult) { fmt.Fprintln(stdout, stepLine(s)) }
 	}
-	rep, err := a.Replay(ctx, rec, opt)
-	if err != nil {
-		return fmt.Errorf("replay: %w", err)
+	if res.report, err = a.Replay(ctx, r.rec, opt); err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	end, err := a.Control().End(ectx, ep.ID)
-	if err != nil {
-		return fmt.Errorf("replay: score the episode: %w", err)
+	if res.end, err = a.Control().End(ectx, ep.ID); err != nil {
+		return nil, fmt.Errorf("replay: score the episode: %w", err)
 	}
-	var recorded *float64
-	if m.Outcome != nil {
-		recorded = m.Outcome.Reward
+	if o := r.rec.Meta.Outcome; o != nil {
+		res.recorded = o.Reward
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(map[string]any{"episode": m.ID, "task_id": taskID, "report": rep, "reward": end.Reward,
-			"recorded_reward": recorded, "reasons": end.Reasons})
+	return res, nil
+}
+
+func (res *replayResult) writeJSON(w io.Writer) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(map[string]any{"episode": res.rec.Meta.ID, "task_id": res.taskID, "report": res.report, "reward": res.end.Reward,
+		"recorded_reward": res.recorded, "reasons": res.end.Reasons})
+}
+
+func (res *replayResult) writeText(w io.Writer) {
+	rep := res.report
+	if rep.Diverged == 0 {
+		fmt.Fprintf(w, "screens: all %d compared observations match\n", rep.Compared)
 	} else {
-		switch {
-		case rep.Diverged == 0:
-			fmt.Fprintf(stdout, "screens: all %d compared observations match\n", rep.Compared)
-		default:
-			fmt.Fprintf(stdout, "screens: %d of %d compared observations diverged, first at step %d\n", rep.Diverged, rep.Compared, rep.FirstDivergence)
-		}
-		fmt.Fprintf(stdout, "reward: %s (recorded: %s)\n", rewardText(end.Reward), rewardText(recorded))
-		for _, r := range end.Reasons {
-			fmt.Fprintf(stdout, "  %s\n", reasonText(r))
-		}
+		fmt.Fprintf(w, "screens: %d of %d compared observations diverged, first at step %d\n", rep.Diverged, rep.Compared, rep.FirstDivergence)
 	}
+	fmt.Fprintf(w, "reward: %s (recorded: %s)\n", rewardText(res.end.Reward), rewardText(res.recorded))
+	for _, r := range res.end.Reasons {
+		fmt.Fprintf(w, "  %s\n", reasonText(r))
+	}
+}
+
+// verdict fails the replay when the reward differs from the recorded one,
+// or the episode could not be scored.
+func (res *replayResult) verdict() error {
+	end, recorded := res.end, res.recorded
 	if end.Reward != nil && recorded != nil && *end.Reward != *recorded {
 		return fmt.Errorf("replay: the reward %s differs from the recorded %s", rewardText(end.Reward), rewardText(recorded))
 	}
