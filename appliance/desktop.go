@@ -223,9 +223,8 @@ func (a *Desktop) startStream(context.Context) (err error) {
 // startControl starts the control plane: episodes, reset and scoring, the
 // native API and the OpenEnv face.
 func (a *Desktop) startControl(context.Context) (err error) {
-	a.control, err = control.New(control.Config{
-		Mode: control.Mode(a.cfg.Mode), Display: a.display, Exec: a.exec, Capturer: a.capt, Shooter: a.shooter,
-		Tasks: a.seat.tasks, Tools: mcpTools{a.mcp}, Auth: a.seat.auth,
+	a.control, err = control.New(a.display, a.exec, a.capt, a.shooter, a.seat.tasks, mcpTools{a.mcp}, control.Config{
+		Mode:   control.Mode(a.cfg.Mode),
 		Settle: a.cfg.settle(),
 		Logger: a.log, Home: a.home, Name: "deskenv", Version: a.cfg.Version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
@@ -335,7 +334,7 @@ func (a *Desktop) register(d *auth.Door) {
 		d.Handle("/stream/signal", auth.Policy{Roles: []auth.Role{auth.RoleViewer}, URLToken: true, Stream: true},
 			a.stream.SignalHandler(viewerRole))
 	}
-	d.Mount(a.control.Routes()...)
+	a.control.Register(d)
 	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	// More specific than the control plane's /api/.
 	d.Mount(a.rec.Routes()...)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/screen"
@@ -112,15 +113,9 @@ func BenchmarkReset(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			k := &desk{d: d, log: log, windowWait: 30 * time.Second, windows: []Window{{Instance: "xterm", Class: "XTerm"}}}
-			x, err := openX(d.Name())
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, ok, err := k.waitWindows(ctx, x); err != nil || !ok {
+			if _, ok, err := baseline.WaitWindows(ctx, d.Name(), xtermOnly(), 30*time.Second); err != nil || !ok {
 				b.Fatalf("the xterm did not come up: %v", err)
 			}
-			x.Close()
 			if _, _, err := capt.Settle(ctx, settle); err != nil {
 				b.Fatal(err)
 			}
@@ -134,6 +129,9 @@ func BenchmarkReset(b *testing.B) {
 		reportQuantiles(b, ds)
 	})
 }
+
+// xtermOnly is the default session's one window.
+func xtermOnly() []baseline.Window { return []baseline.Window{{Instance: "xterm", Class: "XTerm"}} }
 
 // TestMain lets the benchmark start this test binary as a stand-in for the
 // appliance process: with DESKENV_BENCH_APPLIANCE=home it starts the desktop
@@ -169,15 +167,9 @@ func runAppliance(home string) error {
 		return err
 	}
 	defer capt.Close()
-	k := &desk{d: d, log: log, windowWait: 30 * time.Second, windows: []Window{{Instance: "xterm", Class: "XTerm"}}}
-	x, err := openX(d.Name())
-	if err != nil {
-		return err
-	}
-	if _, ok, err := k.waitWindows(ctx, x); err != nil || !ok {
+	if _, ok, err := baseline.WaitWindows(ctx, d.Name(), xtermOnly(), 30*time.Second); err != nil || !ok {
 		return fmt.Errorf("the xterm did not come up: %v", err)
 	}
-	x.Close()
 	if _, _, err := capt.Settle(ctx, screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,8 +16,6 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,10 +23,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/wire"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
@@ -76,16 +76,13 @@ type Tools interface {
 	CallTool(ctx context.Context, name string, args json.RawMessage) (ToolResult, error)
 }
 
-// Config is what New needs. Display, Exec, Capturer and Shooter are required.
+// Config is the control plane's settings; New takes its dependencies.
 type Config struct {
-	Mode     Mode
-	Display  *display.Display
-	Exec     *hci.Executor
-	Capturer *screen.Capturer
-	Shooter  *screen.Shooter
-	Tasks    []*task.Task
-	Tools    Tools      // nil: /step and /ws answer that no tools are wired
-	Auth     *auth.Auth // nil: local mode, every request allowed
+	Mode Mode
+	// Lifecycle, if set, is the appliance's lifecycle bus, where the control
+	// plane announces episodes and X server restarts and takes requests to
+	// end an episode (lifecycle.go). Without it the control plane runs alone.
+	Lifecycle *lifecycle.Bus
 	// Settle is how the screen must settle before the first observation.
 	Settle screen.SettleOptions
 	Logger *slog.Logger
@@ -123,11 +120,15 @@ type Config struct {
 type Control struct {
 	cfg     Config
 	log     *slog.Logger
-	desk    *desk
+	d       *display.Display
+	exec    *hci.Executor
+	capt    *screen.Capturer
+	shoot   *screen.Shooter
+	tools   Tools             // nil: no tools are wired
+	base    *baseline.Desktop // nil in prod mode: nothing is restored
 	metrics *metrics
 	tasks   map[string]*task.Task
 	taskIDs []string
-	tmpBase string // baseline directory to remove on Close
 
 	resetSem chan struct{} // one reset or episode end at a time
 
@@ -141,14 +142,18 @@ type Control struct {
 	history  []Episode // finished, oldest first
 	finished int       // all finished, including those dropped from history
 	resetDur []float64 // seconds, last History resets
-	onStart  []func(Episode)
-	onEnd    []func(Episode)
-	sessions int // open /ws sessions
+	sessions int       // open /ws sessions
 	lastEnv  *task.DisplayEnv
 
 	busCancel func()
 	busDone   chan struct{}
-	busCh     <-chan hci.Event
+
+	// testHookStarted, set by tests only, runs inside a reset (started).
+	testHookStarted func(Episode)
+	unfollow        func()
+	followDone      chan struct{}
+
+	busCh <-chan hci.Event
 	// counted is the sequence number of the last bus event counted.
 	counted   atomic.Uint64
 	closeOnce sync.Once
@@ -205,9 +210,10 @@ type Observation struct {
 	Height int    `json:"height"`
 }
 
-// ResetReport breaks a reset's time down.
+// ResetReport breaks a reset's time down: the baseline's restore, and the
+// control plane's own steps around it.
 type ResetReport struct {
-	CleanStats
+	baseline.Report
 	Release time.Duration `json:"release_ns"`
 	Setup   time.Duration `json:"setup_ns"`
 	Settle  time.Duration `json:"settle_ns"`
@@ -235,90 +241,105 @@ var (
 	ErrResetting = errors.New("the desktop is being reset: act again once the new episode has started")
 )
 
-// New builds the control plane: it records the session's windows and takes
-// the home baseline (so call it once the desktop has started), and starts
-// counting actions from the executor's bus.
-func New(cfg Config) (*Control, error) {
-	if cfg.Display == nil || cfg.Exec == nil || cfg.Capturer == nil || cfg.Shooter == nil {
-		return nil, errors.New("control.New: Display, Exec, Capturer and Shooter are all required")
+// New builds the control plane of the desktop d, which ex drives and capt
+// and shoot capture: in sim mode it captures the desktop's baseline (the
+// session's windows, X state and home; so call it once the desktop has
+// started), and it starts counting actions from the executor's bus. tasks
+// are what a reset may set up (none: resets into no task only); tools are
+// the MCP tools the OpenEnv face calls (nil: /step and /ws answer that no
+// tools are wired).
+func New(d *display.Display, ex *hci.Executor, capt *screen.Capturer, shoot *screen.Shooter, tasks []*task.Task, tools Tools, cfg Config) (*Control, error) {
+	if d == nil || ex == nil || capt == nil || shoot == nil {
+		return nil, errors.New("new control plane: a display, an executor, a capturer and a shooter are all required")
 	}
+	if err := cfg.fill(d); err != nil {
+		return nil, err
+	}
+	c := &Control{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "control"),
+		d:        d,
+		exec:     ex,
+		capt:     capt,
+		shoot:    shoot,
+		tools:    tools,
+		tasks:    map[string]*task.Task{},
+		resetSem: make(chan struct{}, 1),
+	}
+	c.metrics = newMetrics(c)
+	if err := c.addTasks(tasks); err != nil {
+		return nil, err
+	}
+	if cfg.Mode == ModeSim {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.WindowWait+30*time.Second)
+		defer cancel()
+		var err error
+		c.base, err = baseline.Capture(ctx, d, baseline.Config{Home: cfg.Home, Dir: cfg.BaselineDir, NoHome: cfg.NoHomeRestore,
+			WindowWait: cfg.WindowWait, Logger: c.log})
+		if err != nil {
+			return nil, fmt.Errorf("new control plane: %w", err)
+		}
+	}
+	c.start()
+	return c, nil
+}
+
+// fill checks the mode and puts in the defaults the documentation of
+// Config's fields promises.
+func (cfg *Config) fill(d *display.Display) error {
 	switch cfg.Mode {
 	case "":
 		cfg.Mode = ModeSim
 	case ModeSim, ModeProd:
 	default:
-		return nil, fmt.Errorf("mode %q is not known: use sim or prod", cfg.Mode)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+		return fmt.Errorf("new control plane: mode %q is not known: use sim or prod", cfg.Mode)
 	}
 	if cfg.Home == "" {
-		cfg.Home = cfg.Display.Config().Home
-	}
-	if cfg.Name == "" {
-		cfg.Name = "deskenv"
+		cfg.Home = d.Config().Home
 	}
 	if cfg.Description == "" {
 		cfg.Description = "A Linux desktop (X11) for computer-use agents: MCP tools for screen, keyboard and mouse; reset into tasks scored by checkers the agent never sees."
 	}
-	if cfg.MaxSessions <= 0 {
-		cfg.MaxSessions = 1
-	}
-	if cfg.WindowWait <= 0 {
-		cfg.WindowWait = 10 * time.Second
-	}
-	if cfg.History <= 0 {
-		cfg.History = 1000
-	}
-	if cfg.ResetTimeout <= 0 {
-		cfg.ResetTimeout = 3 * time.Minute
-	}
 	if cfg.Settle == (screen.SettleOptions{}) {
 		cfg.Settle = screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 	}
-	c := &Control{
-		cfg:      cfg,
-		log:      cfg.Logger.With("component", "control"),
-		tasks:    map[string]*task.Task{},
-		resetSem: make(chan struct{}, 1),
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.Name = cmp.Or(cfg.Name, "deskenv")
+	cfg.MaxSessions = positiveOr(cfg.MaxSessions, 1)
+	cfg.WindowWait = positiveOr(cfg.WindowWait, 10*time.Second)
+	cfg.History = positiveOr(cfg.History, 1000)
+	cfg.ResetTimeout = positiveOr(cfg.ResetTimeout, 3*time.Minute)
+	return nil
+}
+
+// positiveOr is v, or def when v is not positive.
+func positiveOr[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	c.metrics = newMetrics(c)
-	for _, t := range cfg.Tasks {
+	return v
+}
+
+// addTasks indexes tasks by id, refusing two with one id.
+func (c *Control) addTasks(tasks []*task.Task) error {
+	for _, t := range tasks {
 		if t == nil {
 			continue
 		}
 		if _, dup := c.tasks[t.ID]; dup {
-			return nil, fmt.Errorf("task id %q is used by two tasks: ids must be unique", t.ID)
+			return fmt.Errorf("new control plane: task id %q is used by two tasks: ids must be unique", t.ID)
 		}
 		c.tasks[t.ID] = t
 		c.taskIDs = append(c.taskIDs, t.ID)
 	}
 	sort.Strings(c.taskIDs)
+	return nil
+}
 
-	c.desk = &desk{d: cfg.Display, log: c.log, windowWait: cfg.WindowWait}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.WindowWait+30*time.Second)
-	defer cancel()
-	if cfg.Mode == ModeSim {
-		if err := c.desk.recordBaselineWindows(ctx); err != nil {
-			return nil, fmt.Errorf("record the session's windows: %w", err)
-		}
-		if !cfg.NoHomeRestore {
-			dir := cfg.BaselineDir
-			base, st, err := NewBaseline(ctx, cfg.Home, dir)
-			if err != nil {
-				return nil, fmt.Errorf("home baseline: %w", err)
-			}
-			if dir == "" {
-				// The temporary directory the baseline sits in.
-				c.tmpBase = filepath.Dir(base.Dir())
-			}
-			c.desk.home = base
-			c.log.Info("home baseline taken", "home", cfg.Home, "baseline", base.Dir(), "files", st.Files, "dirs", st.Dirs,
-				"bytes", st.Bytes, "skipped", st.Skipped, "took", st.Took)
-		}
-	}
-
-	bus := cfg.Exec.Bus()
+// start subscribes to the executor's bus, to count steps, and watches the
+// X server, to interrupt an episode whose server went away.
+func (c *Control) start() {
+	bus := c.exec.Bus()
 	c.busCh, c.busCancel = bus.Subscribe(4096)
 	c.counted.Store(bus.Seq())
 	c.busDone = make(chan struct{})
@@ -326,31 +347,23 @@ func New(cfg Config) (*Control, error) {
 	c.stopCtx, c.stop = context.WithCancel(context.Background())
 	c.watchDone = make(chan struct{})
 	go c.watchServer()
-	return c, nil
+	c.startFollowing()
 }
 
 // Mode is the mode the control plane runs in.
 func (c *Control) Mode() Mode { return c.cfg.Mode }
 
-// Baseline is the home baseline, nil when home is not restored.
-func (c *Control) Baseline() *Baseline { return c.desk.home }
+// Baseline is the desktop's clean state every reset restores, nil in prod
+// mode.
+func (c *Control) Baseline() *baseline.Desktop { return c.base }
 
-// BaselineWindows are the session's windows that every reset brings back.
-func (c *Control) BaselineWindows() []Window { return append([]Window(nil), c.desk.windows...) }
-
-// OnEpisodeStart registers f to run when an episode starts (after its reset
-// and setup, before Reset returns). The recorder uses the episode id.
-func (c *Control) OnEpisodeStart(f func(Episode)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.onStart = append(c.onStart, f)
-}
-
-// OnEpisodeEnd registers f to run when an episode ends, after scoring.
-func (c *Control) OnEpisodeEnd(f func(Episode)) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.onEnd = append(c.onEnd, f)
+// BaselineWindows are the session's windows that every reset brings back
+// (none in prod mode).
+func (c *Control) BaselineWindows() []baseline.Window {
+	if c.base == nil {
+		return nil
+	}
+	return c.base.Windows()
 }
 
 // countEvents turns the executor's bus into steps and metrics.
@@ -414,7 +427,7 @@ func (c *Control) count(ev hci.Event) {
 // it took and not have counted it yet. A dropped event (a full buffer) would
 // never arrive, hence the deadline.
 func (c *Control) drainBus(ctx context.Context) {
-	target := c.cfg.Exec.Bus().Seq()
+	target := c.exec.Bus().Seq()
 	deadline := time.Now().Add(200 * time.Millisecond)
 	for c.counted.Load() < target && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(time.Millisecond)
@@ -495,7 +508,7 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	defer cancel()
 	// Nobody acts on the desktop until it is back: the control plane's own
 	// releases are never gated, and task setup does not use the executor.
-	defer c.cfg.Exec.AddGate(func(src hci.Source, what string) error { return ErrResetting })()
+	defer c.exec.AddGate(func(src hci.Source, what string) error { return ErrResetting })()
 
 	if _, err := c.endLocked(ctx, "", "next_reset"); err != nil && !errors.Is(err, ErrUnknownEpisode) {
 		c.log.Warn("ending the previous episode", "err", err)
@@ -505,9 +518,9 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if id == "" {
 		id = newID()
 	}
-	gen := c.cfg.Display.Generation()
+	gen := c.d.Generation()
 	rep, env, obs, err := c.resetDesktop(ctx, t, req.Seed, id)
-	if err == nil && c.cfg.Display.Generation() != gen {
+	if err == nil && c.d.Generation() != gen {
 		// The X server restarted during the reset: the session and any
 		// setup it did are gone.
 		err = fmt.Errorf("the X server restarted during the reset (%s): reset again", c.serverExit())
@@ -530,11 +543,8 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if len(c.resetDur) > c.cfg.History {
 		c.resetDur = c.resetDur[len(c.resetDur)-c.cfg.History:]
 	}
-	hooks := append([]func(Episode){}, c.onStart...)
 	c.mu.Unlock()
-	for _, f := range hooks {
-		f(ep)
-	}
+	c.started(ep)
 	c.log.Info("episode started", "episode", id, "task", ep.TaskID, "reset", rep.Total.Round(time.Millisecond),
 		"kill", rep.Kill.Round(time.Millisecond), "home", rep.Home.Round(time.Millisecond), "session", rep.Session.Round(time.Millisecond),
 		"windows", rep.Windows.Round(time.Millisecond), "setup", rep.Setup.Round(time.Millisecond), "settle", rep.Settle.Round(time.Millisecond))
@@ -548,13 +558,13 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, id string) (ResetReport, *seededEnv, *Observation, error) {
 	var rep ResetReport
 	tm := time.Now()
-	if err := c.cfg.Exec.ReleaseAll(ctx, hci.SourceScript); err != nil && !errors.Is(err, hci.ErrClosed) {
+	if err := c.exec.ReleaseAll(ctx, hci.SourceScript); err != nil && !errors.Is(err, hci.ErrClosed) {
 		c.log.Warn("reset: releasing held input", "err", err)
 	}
 	rep.Release = time.Since(tm)
 
-	st, err := c.desk.clean(ctx)
-	rep.CleanStats = st
+	st, err := c.base.Restore(ctx)
+	rep.Report = st
 	if err != nil {
 		return rep, nil, nil, fmt.Errorf("reset the desktop: %w", err)
 	}
@@ -562,7 +572,7 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 	c.forgetEnv()
 	// Input state is per server, not per client: release again in case a
 	// dying client's grab or a late event left anything down.
-	c.cfg.Exec.ReleaseAll(ctx, hci.SourceScript)
+	c.exec.ReleaseAll(ctx, hci.SourceScript)
 
 	var env *seededEnv
 	if t != nil {
@@ -579,7 +589,7 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 		rep.Setup = time.Since(tm)
 	}
 	tm = time.Now()
-	if _, _, err := c.cfg.Capturer.Settle(ctx, c.cfg.Settle); err != nil {
+	if _, _, err := c.capt.Settle(ctx, c.cfg.Settle); err != nil {
 		return rep, nil, nil, fmt.Errorf("wait for the screen to settle: %w", err)
 	}
 	rep.Settle = time.Since(tm)
@@ -611,12 +621,12 @@ func (c *Control) taskEnv(seed *int64, id string) *seededEnv {
 	if seed != nil {
 		prefix += "DESKENV_SEED=" + strconv.FormatInt(*seed, 10) + "; "
 	}
-	return &seededEnv{DisplayEnv: task.NewEnv(c.cfg.Display, c.cfg.Home, c.grab), prefix: prefix + "export DESKENV_EPISODE_ID DESKENV_SEED\n"}
+	return &seededEnv{DisplayEnv: task.NewEnv(c.d, c.cfg.Home, c.grab), prefix: prefix + "export DESKENV_EPISODE_ID DESKENV_SEED\n"}
 }
 
 // grab is a full-resolution screenshot for checkers that compare regions.
 func (c *Control) grab(ctx context.Context) (*image.RGBA, error) {
-	f, err := c.cfg.Capturer.Capture(ctx)
+	f, err := c.capt.Capture(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -624,7 +634,7 @@ func (c *Control) grab(ctx context.Context) (*image.RGBA, error) {
 }
 
 func (c *Control) observe(ctx context.Context) (*Observation, error) {
-	shot, err := c.cfg.Shooter.Shot(ctx)
+	shot, err := c.shoot.Shot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("take the first observation: %w", err)
 	}
@@ -687,9 +697,9 @@ func (c *Control) endLocked(ctx context.Context, id, reason string) (*Episode, e
 		r, s := outcome.Reward, outcome.Success
 		ep.Reward, ep.Success, ep.Reasons = &r, &s, outcome.Reasons
 	}
-	hooks := c.retireLocked(ep)
+	c.retireLocked(ep)
 	c.mu.Unlock()
-	c.ended(ep, hooks)
+	c.ended(ep)
 	c.log.Info("episode ended", "episode", ep.ID, "task", ep.TaskID, "reason", reason, "steps", ep.Steps,
 		"reward", ptrString(ep.Reward), "success", ptrString(ep.Success), "reasons", ep.Reasons)
 	return &ep, nil
@@ -750,6 +760,8 @@ func (c *Control) Episode(id string) (*Episode, error) {
 // baseline. The desktop stays as it is.
 func (c *Control) Close() error {
 	c.closeOnce.Do(func() {
+		c.unfollow()
+		<-c.followDone
 		c.stop()
 		<-c.watchDone
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -767,8 +779,10 @@ func (c *Control) Close() error {
 		if env != nil {
 			env.Close()
 		}
-		if c.tmpBase != "" {
-			os.RemoveAll(c.tmpBase)
+		if c.base != nil {
+			if err := c.base.Close(); err != nil {
+				c.log.Warn("closing the baseline", "err", err)
+			}
 		}
 	})
 	return nil

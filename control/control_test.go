@@ -18,7 +18,9 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -37,11 +39,7 @@ func (r *rig) typeLine(t testing.TB, line string) {
 // pressed them.
 func (r *rig) inputDown(t testing.TB) (keys []int, buttons uint16) {
 	t.Helper()
-	x, err := openX(r.d.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	x := openLook(t, r.d)
 	km, err := xproto.QueryKeymap(x.conn).Reply()
 	if err != nil {
 		t.Fatal(err)
@@ -64,16 +62,12 @@ func TestResetRestoresBaseline(t *testing.T) {
 	needTools(t, "xclip", "xprop", "xrdb", "xdotool")
 	r := newRig(t, rigOptions{mode: ModeSim})
 	ctx := context.Background()
-	want := treeOf(t, r.c.Baseline().Dir())
-	baseWindows := classKey(r.c.BaselineWindows())
+	want := treeOf(t, r.c.Baseline().Home().Dir())
+	baseWindows := baseline.ClassKey(r.c.BaselineWindows())
 	if baseWindows != "xterm/XTerm" {
 		t.Fatalf("baseline windows %q, want the session's one xterm", baseWindows)
 	}
-	x, err := openX(r.d.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
+	x := openLook(t, r.d)
 	baseProps, err := x.rootProps()
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +155,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 				session[c] = true
 			}
 		}
-		for _, p := range desktopProcesses(r.d.Name(), -1, nil) {
+		for _, p := range displayProcesses(r.d.Name()) {
 			if !session[p] {
 				cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
 				t.Errorf("round %d: process %d (%q) outside the session survived the reset", round, p, cmd)
@@ -187,9 +181,7 @@ func TestEpisodeLifecycle(t *testing.T) {
 	ts := loadExampleTasks(t)
 	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts})
 	ctx := context.Background()
-	var started, ended []Episode
-	r.c.OnEpisodeStart(func(e Episode) { started = append(started, e) })
-	r.c.OnEpisodeEnd(func(e Episode) { ended = append(ended, e) })
+	heard := r.listen(t, lifecycle.EpisodeStarted, lifecycle.EpisodeEnded)
 
 	t.Run("bad task id", func(t *testing.T) {
 		_, err := r.c.Reset(ctx, ResetRequest{TaskID: "no-such-task"})
@@ -273,8 +265,11 @@ func TestEpisodeLifecycle(t *testing.T) {
 	if len(st.ByTask) != 1 || st.ByTask[0].TaskID != "mkdir-project" {
 		t.Errorf("per-task stats %+v", st.ByTask)
 	}
-	if len(started) != 3 || len(ended) != 2 || started[0].ID != "ep-1" || ended[0].ID != "ep-1" || ended[1].ID != ep2.ID {
-		t.Errorf("hooks saw starts %d and ends %d: %+v / %+v", len(started), len(ended), started, ended)
+	started, ended := heard.of(lifecycle.EpisodeStarted, 3), heard.of(lifecycle.EpisodeEnded, 2)
+	if len(started) != 3 || len(ended) != 2 || started[0].Episode.ID != "ep-1" || ended[0].Episode.ID != "ep-1" || ended[1].Episode.ID != ep2.ID {
+		t.Errorf("the lifecycle bus heard starts %d and ends %d: %+v / %+v", len(started), len(ended), started, ended)
+	} else if out := ended[1].Outcome; out == nil || out.Reward == nil || *out.Reward != 0 || !out.Done || len(out.Reasons) == 0 {
+		t.Errorf("the scored episode's end carried outcome %+v, want reward 0, done, the checker's reasons", out)
 	}
 	eps := r.c.Episodes(0, "")
 	if len(eps) != 3 || eps[0].Status != "running" || eps[1].ID != ep2.ID || eps[2].ID != "ep-1" {
@@ -463,17 +458,23 @@ func TestResetInProdMode(t *testing.T) {
 func TestNewChecksConfig(t *testing.T) {
 	r := newRig(t, rigOptions{mode: ModeSim})
 	cases := []struct {
-		name string
-		cfg  Config
-		want string
+		name  string
+		whole bool // the display, executor, capturer and shooter given
+		cfg   Config
+		want  string
 	}{
-		{"nothing", Config{}, "required"},
-		{"bad mode", Config{Mode: "test", Display: r.d, Exec: r.exec, Capturer: r.capt, Shooter: r.shoot}, `mode "test"`},
-		{"baseline in home", Config{Display: r.d, Exec: r.exec, Capturer: r.capt, Shooter: r.shoot, BaselineDir: filepath.Join(r.home, "b"), WindowWait: time.Second}, "inside home"},
+		{"nothing", false, Config{}, "required"},
+		{"bad mode", true, Config{Mode: "test"}, `mode "test"`},
+		{"baseline in home", true, Config{BaselineDir: filepath.Join(r.home, "b"), WindowWait: time.Second}, "inside home"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := New(c.cfg)
+			var err error
+			if c.whole {
+				_, err = New(r.d, r.exec, r.capt, r.shoot, nil, nil, c.cfg)
+			} else {
+				_, err = New(nil, nil, nil, nil, nil, nil, c.cfg)
+			}
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("New = %v, want an error containing %q", err, c.want)
 			}
@@ -513,14 +514,14 @@ func TestResetGatesInput(t *testing.T) {
 		err error
 	}
 	var during []try
-	// OnEpisodeStart runs inside the reset, after the desktop is back and
+	// The start hook runs inside the reset, after the desktop is back and
 	// before Reset answers: the latest moment an early action could land.
-	r.c.OnEpisodeStart(func(Episode) {
+	r.c.testHookStarted = func(Episode) {
 		for _, src := range []hci.Source{hci.SourceAgent, hci.SourceScript, hci.SourceHuman} {
 			_, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{30, 30}}, src)
 			during = append(during, try{src, err})
 		}
-	})
+	}
 	if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
 		t.Fatal(err)
 	}

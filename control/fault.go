@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/lifecycle"
 )
 
 // Faults: what the control plane does when the desktop fails under an
@@ -15,24 +16,22 @@ import (
 // before an episode is marked interrupted, and a rollback.
 const interruptionTimeout = time.Minute
 
-// retireLocked makes ep, the running episode's record at its end, history,
-// and returns the hooks to call with it. c.mu must be held.
-func (c *Control) retireLocked(ep Episode) []func(Episode) {
+// retireLocked makes ep, the running episode's record at its end, history.
+// c.mu must be held.
+func (c *Control) retireLocked(ep Episode) {
 	c.current = nil
 	c.history = append(c.history, ep)
 	if len(c.history) > c.cfg.History {
 		c.history = c.history[len(c.history)-c.cfg.History:]
 	}
 	c.finished++
-	return append([]func(Episode){}, c.onEnd...)
 }
 
-// ended counts an episode that has ended and tells the hooks (the recorder).
-func (c *Control) ended(ep Episode, hooks []func(Episode)) {
+// ended counts an episode that has ended and announces it on the lifecycle
+// bus (the recorder stops its recording with the outcome).
+func (c *Control) ended(ep Episode) {
 	c.metrics.episodeEnded(ep)
-	for _, f := range hooks {
-		f(ep)
-	}
+	c.announceEnd(ep)
 }
 
 // statusInterrupted is an episode's status, and its end reason, when the
@@ -46,11 +45,16 @@ const statusInterrupted = "interrupted"
 // would score the wrong thing.
 func (c *Control) watchServer() {
 	defer close(c.watchDone)
-	d := c.cfg.Display
+	d := c.d
+	gen := d.Generation()
 	for {
 		// Taken before the check, so a restart between the two is not
 		// missed.
 		changed := d.Changed()
+		if g := d.Generation(); g != gen {
+			gen = g
+			c.publish(lifecycle.Event{Kind: lifecycle.ServerRestarted, Err: c.serverExit()})
+		}
 		c.interruptStale()
 		select {
 		case <-changed:
@@ -75,7 +79,7 @@ func (c *Control) interruptStale() {
 	}
 	defer c.release()
 	c.mu.Lock()
-	if c.current == nil || c.current.gen == c.cfg.Display.Generation() {
+	if c.current == nil || c.current.gen == c.d.Generation() {
 		c.mu.Unlock()
 		return
 	}
@@ -88,16 +92,16 @@ func (c *Control) interruptStale() {
 	now := time.Now()
 	ep.Status, ep.EndedAt, ep.EndReason, ep.Interruption = statusInterrupted, &now, statusInterrupted, why
 	ep.DurationS = now.Sub(ep.StartedAt).Seconds()
-	hooks := c.retireLocked(ep)
+	c.retireLocked(ep)
 	c.mu.Unlock()
-	c.ended(ep, hooks)
+	c.ended(ep)
 	c.log.Warn("episode interrupted", "episode", ep.ID, "task", ep.TaskID, "why", why, "steps", ep.Steps)
 }
 
 // stale reports whether the running episode was set up on an X server
 // that has since been replaced.
 func (c *Control) stale() bool {
-	gen := c.cfg.Display.Generation()
+	gen := c.d.Generation()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.current != nil && c.current.gen != gen
@@ -106,7 +110,7 @@ func (c *Control) stale() bool {
 // serverExit says how the X server last went away, for an error or an
 // interruption: "exited (signal: killed) at 15:04:05".
 func (c *Control) serverExit() string {
-	e := c.cfg.Display.LastServerExit()
+	e := c.d.LastServerExit()
 	if e == nil {
 		return "went away"
 	}
@@ -120,7 +124,7 @@ func (c *Control) serverExit() string {
 func (c *Control) rollback(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptionTimeout)
 	defer cancel()
-	if _, err := c.desk.clean(ctx); err != nil {
+	if _, err := c.base.Restore(ctx); err != nil {
 		c.log.Warn("a reset failed, and so did putting the desktop back into its baseline", "err", err)
 	}
 	c.forgetEnv()
@@ -159,7 +163,7 @@ type Faults struct {
 // long). The error says what is wrong; Faults says what died and when,
 // either way.
 func (c *Control) Health(ctx context.Context) (Faults, error) {
-	d := c.cfg.Display
+	d := c.d
 	f := Faults{Restarts: d.Exits(), XServerRestarts: d.Restarts(), Processes: d.Processes(), Isolation: c.cfg.Isolation}
 	if err := d.Health(ctx); err != nil {
 		return f, err

@@ -6,12 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/task"
 )
 
@@ -149,7 +150,7 @@ func TestFailedSetupRollsBack(t *testing.T) {
 	if r.hasTitle(t, "half set up") {
 		t.Errorf("windows %q: the failed setup's window is left", r.titles(t))
 	}
-	if got, want := r.windowClasses(t), classKey(r.c.BaselineWindows()); got != want {
+	if got, want := r.windowClasses(t), baseline.ClassKey(r.c.BaselineWindows()); got != want {
 		t.Errorf("windows after the rollback %s, want the baseline's %s", got, want)
 	}
 }
@@ -161,13 +162,7 @@ func TestFailedSetupRollsBack(t *testing.T) {
 func TestXServerRestartInterruptsEpisode(t *testing.T) {
 	tk := windowTask(t)
 	r := newRig(t, rigOptions{mode: ModeSim, tasks: []*task.Task{tk}, restart: true})
-	var mu sync.Mutex
-	var ended []Episode
-	r.c.OnEpisodeEnd(func(ep Episode) {
-		mu.Lock()
-		ended = append(ended, ep)
-		mu.Unlock()
-	})
+	heard := r.listen(t, lifecycle.EpisodeEnded, lifecycle.ServerRestarted)
 	ep, err := r.c.Reset(context.Background(), ResetRequest{TaskID: "own-window"})
 	if err != nil {
 		t.Fatal(err)
@@ -192,11 +187,14 @@ func TestXServerRestartInterruptsEpisode(t *testing.T) {
 	if state["episode_id"] != nil || last["episode_id"] != ep.ID || last["status"] != "interrupted" || last["interruption"] != got.Interruption {
 		t.Errorf("/state after the interruption: %v", state)
 	}
-	mu.Lock()
-	if len(ended) != 1 || ended[0].Status != "interrupted" || ended[0].Interruption == "" {
-		t.Errorf("end hooks got %+v, want the interrupted episode once", ended)
+	ended := heard.of(lifecycle.EpisodeEnded, 1)
+	if len(ended) != 1 || ended[0].Episode.ID != ep.ID || ended[0].Outcome == nil || ended[0].Outcome.Done ||
+		ended[0].Outcome.Interrupted != got.Interruption || ended[0].Outcome.Reward != nil {
+		t.Errorf("the lifecycle bus heard ends %+v, want the interrupted episode once, not done, unscored", ended)
 	}
-	mu.Unlock()
+	if rs := heard.of(lifecycle.ServerRestarted, 1); len(rs) != 1 || !strings.Contains(rs[0].Err, "killed") {
+		t.Errorf("the lifecycle bus heard restarts %+v, want one saying the server was killed", rs)
+	}
 
 	waitUntil(t, "the X server's restart", func() bool {
 		e := r.d.LastServerExit()
@@ -267,7 +265,7 @@ func TestHealthNamesDeadSessionProcesses(t *testing.T) {
 			if _, err := r.c.Reset(context.Background(), ResetRequest{}); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := r.windowClasses(t), classKey(r.c.BaselineWindows()); got != want {
+			if got, want := r.windowClasses(t), baseline.ClassKey(r.c.BaselineWindows()); got != want {
 				t.Errorf("windows after the reset %s, want %s", got, want)
 			}
 		})

@@ -194,7 +194,7 @@ func FuzzWS(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	tools := &fuzzTools{}
-	c := &Control{cfg: Config{Mode: ModeProd, Tools: tools, MaxSessions: 1}, log: slog.New(slog.DiscardHandler)}
+	c := &Control{cfg: Config{Mode: ModeProd, MaxSessions: 1}, tools: tools, log: slog.New(slog.DiscardHandler)}
 	s := &wsSession{c: c, id: "fuzz"}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		resp, done := s.handle(context.Background(), raw)

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/internal/wire"
 )
 
@@ -34,14 +35,17 @@ const maxBody = 1 << 20
 // longest action (wait and hold_key take up to 100 s).
 const defaultStepTimeout = 120 * time.Second
 
-// Routes are the control plane's routes, for cmd to register behind the
-// appliance's front door (auth.Door): the native REST API under /api/, the
+// Register puts the control plane's routes behind the appliance's front
+// door d: the native REST API under /api/, the
 // OpenEnv face (/health, /metadata, /schema, /state, /reset, /step, /ws),
 // and /openapi.json. Everything but /health needs an operator
 // token; an agent's token gets 403. In prod mode reset, step, state and the
 // task endpoints answer 404 saying so. The door checks tokens, origins and
 // body sizes; nothing here does.
-func (c *Control) Routes() []auth.Route {
+func (c *Control) Register(d *auth.Door) { d.Mount(c.routes()...) }
+
+// routes are the control plane's routes and their policies.
+func (c *Control) routes() []auth.Route {
 	var rs []auth.Route
 	op := func(pattern string, h http.HandlerFunc, simOnly bool) {
 		var handler http.Handler = h
@@ -77,13 +81,13 @@ func (c *Control) Routes() []auth.Route {
 }
 
 // Handler serves the control plane alone behind a door of its own, checking
-// the Config's tokens: for tests and for programs that embed the control
+// a's tokens (nil: local mode, every request allowed): for tests and for programs that embed the control
 // plane, with /metrics serving the control plane's series alone. The
-// appliance registers Routes on its one door instead, and serves /metrics
+// appliance calls Register on its one door instead, and serves /metrics
 // from its registry, where every feature's series meet.
-func (c *Control) Handler() http.Handler {
-	d := auth.NewDoor(c.cfg.Auth, auth.Limits{})
-	d.Mount(c.Routes()...)
+func (c *Control) Handler(a *auth.Auth) http.Handler {
+	d := auth.NewDoor(a, auth.Limits{})
+	c.Register(d)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c.Collector())
 	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -173,37 +177,37 @@ func (c *Control) apiReset(w http.ResponseWriter, r *http.Request) {
 
 // DesktopState is what GET /api/state reports about the desktop.
 type DesktopState struct {
-	Display     string   `json:"display"`
-	Width       int      `json:"width"`
-	Height      int      `json:"height"`
-	Windows     []Window `json:"windows"`
-	HeldKeys    []string `json:"held_keys"`
-	HeldButtons []int    `json:"held_buttons"`
-	Healthy     bool     `json:"healthy"`
-	Error       string   `json:"error,omitempty"`
+	Display     string            `json:"display"`
+	Width       int               `json:"width"`
+	Height      int               `json:"height"`
+	Windows     []baseline.Window `json:"windows"`
+	HeldKeys    []string          `json:"held_keys"`
+	HeldButtons []int             `json:"held_buttons"`
+	Healthy     bool              `json:"healthy"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // State is GET /api/state.
 type State struct {
-	Mode            Mode         `json:"mode"`
-	Episode         *Episode     `json:"episode"`
-	Tasks           int          `json:"tasks"`
-	Desktop         DesktopState `json:"desktop"`
-	BaselineWindows []Window     `json:"baseline_windows"`
-	Baseline        string       `json:"baseline,omitempty"`
+	Mode            Mode              `json:"mode"`
+	Episode         *Episode          `json:"episode"`
+	Tasks           int               `json:"tasks"`
+	Desktop         DesktopState      `json:"desktop"`
+	BaselineWindows []baseline.Window `json:"baseline_windows"`
+	Baseline        string            `json:"baseline,omitempty"`
 }
 
 // State reports the mode, the running episode and the desktop's windows and
 // held input.
 func (c *Control) State(ctx context.Context) State {
-	d := c.cfg.Display
+	d := c.d
 	w, h := d.Size()
 	st := State{Mode: c.cfg.Mode, Episode: c.Current(), Tasks: len(c.taskIDs), BaselineWindows: c.BaselineWindows(),
-		Desktop: DesktopState{Display: d.Name(), Width: w, Height: h, Windows: []Window{}}}
-	if b := c.desk.home; b != nil {
-		st.Baseline = b.Dir()
+		Desktop: DesktopState{Display: d.Name(), Width: w, Height: h, Windows: []baseline.Window{}}}
+	if c.base != nil && c.base.Home() != nil {
+		st.Baseline = c.base.Home().Dir()
 	}
-	keys, buttons := c.cfg.Exec.Held()
+	keys, buttons := c.exec.Held()
 	st.Desktop.HeldKeys = make([]string, len(keys))
 	for i, k := range keys {
 		st.Desktop.HeldKeys[i] = k.String()
@@ -214,11 +218,8 @@ func (c *Control) State(ctx context.Context) State {
 		return st
 	}
 	st.Desktop.Healthy = true
-	if x, err := openX(d.Name()); err == nil {
-		if ws, err := x.windows(); err == nil {
-			st.Desktop.Windows = ws
-		}
-		x.Close()
+	if ws, err := baseline.ListWindows(d.Name()); err == nil {
+		st.Desktop.Windows = ws
 	}
 	return st
 }
@@ -494,10 +495,10 @@ func (c *Control) oeStep(w http.ResponseWriter, r *http.Request) {
 var reservedTools = map[string]bool{"reset": true, "step": true, "state": true, "close": true}
 
 func (c *Control) listTools(ctx context.Context) ([]ToolInfo, error) {
-	if c.cfg.Tools == nil {
+	if c.tools == nil {
 		return nil, errors.New("no MCP tools are wired into the control plane")
 	}
-	tools, err := c.cfg.Tools.ListTools(ctx)
+	tools, err := c.tools.ListTools(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list tools: %w", err)
 	}
@@ -515,7 +516,7 @@ func (c *Control) listTools(ctx context.Context) ([]ToolInfo, error) {
 // step runs one OpenEnv MCP action. Tool failures are observations (with
 // error set), as in OpenEnv; only a missing tool surface is an error.
 func (c *Control) step(ctx context.Context, a oeAction) (oeResult, error) {
-	if c.cfg.Tools == nil {
+	if c.tools == nil {
 		return oeResult{}, errors.New("no MCP tools are wired into the control plane: steps cannot run")
 	}
 	switch a.Type {
@@ -545,7 +546,7 @@ func (c *Control) callTool(ctx context.Context, name string, args json.RawMessag
 		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: fmt.Sprintf("%s is not a tool: reset, step, state and close are the environment's own verbs (and the agent cannot reach them)", wire.Quote(name))}
 		return obs
 	}
-	res, err := c.cfg.Tools.CallTool(ctx, name, args)
+	res, err := c.tools.CallTool(ctx, name, args)
 	switch {
 	case errors.Is(err, ErrUnknownTool):
 		obs.Error = &oeToolError{ErrorType: "tool_not_found", Message: err.Error()}

@@ -116,25 +116,7 @@ func parseOEAction(v any, at []any) (oeAction, ValidationError) {
 		}
 	}
 	if typ == "call_tool" {
-		name, present := m["tool_name"]
-		switch s, ok := name.(string); {
-		case !present:
-			errs = append(errs, FieldError{Type: "missing", Loc: loc(at, "tool_name"), Msg: "Field required", Input: m})
-		case !ok:
-			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "tool_name"), Msg: "Input should be a valid string", Input: name})
-		case len(s) > maxToolName:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "tool_name"), Msg: fmt.Sprintf("String should have at most %d characters", maxToolName), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": maxToolName}})
-		default:
-			a.ToolName = s
-		}
-		a.Arguments = json.RawMessage("{}")
-		if args, present := m["arguments"]; present {
-			if _, ok := args.(map[string]any); !ok {
-				errs = append(errs, FieldError{Type: "dict_type", Loc: loc(at, "arguments"), Msg: "Input should be a valid dictionary", Input: args})
-			} else {
-				a.Arguments, _ = json.Marshal(args)
-			}
-		}
+		errs = append(errs, parseCallTool(m, at, &a)...)
 	}
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		if !allowed[k] {
@@ -145,6 +127,31 @@ func parseOEAction(v any, at []any) (oeAction, ValidationError) {
 		return oeAction{}, errs
 	}
 	return a, nil
+}
+
+// parseCallTool reads a call_tool action's tool_name and arguments into a.
+func parseCallTool(m map[string]any, at []any, a *oeAction) ValidationError {
+	var errs ValidationError
+	name, present := m["tool_name"]
+	switch s, ok := name.(string); {
+	case !present:
+		errs = append(errs, FieldError{Type: "missing", Loc: loc(at, "tool_name"), Msg: "Field required", Input: m})
+	case !ok:
+		errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "tool_name"), Msg: "Input should be a valid string", Input: name})
+	case len(s) > maxToolName:
+		errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "tool_name"), Msg: fmt.Sprintf("String should have at most %d characters", maxToolName), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": maxToolName}})
+	default:
+		a.ToolName = s
+	}
+	a.Arguments = json.RawMessage("{}")
+	if args, present := m["arguments"]; present {
+		if _, ok := args.(map[string]any); !ok {
+			errs = append(errs, FieldError{Type: "dict_type", Loc: loc(at, "arguments"), Msg: "Input should be a valid dictionary", Input: args})
+		} else {
+			a.Arguments, _ = json.Marshal(args)
+		}
+	}
+	return errs
 }
 
 // oeReset is OpenEnv's ResetRequest (extra fields allowed) with deskenv's
@@ -236,50 +243,21 @@ type oeStep struct {
 
 func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 	var s oeStep
-	if verr := checkText(raw, []any{"body"}); verr != nil {
-		return s, verr
+	m, verrs := stepObject(raw)
+	if verrs != nil {
+		return s, verrs
 	}
-	m, ok := object(raw)
-	if !ok {
-		var in any = wire.Prefix(string(raw), wire.QuoteBytes)
-		if len(bytes.TrimSpace(raw)) == 0 {
-			return s, ValidationError{{Type: "missing", Loc: []any{"body"}, Msg: "Field required", Input: nil}}
-		}
-		if !json.Valid(raw) {
-			return s, ValidationError{{Type: "json_invalid", Loc: []any{"body", 0}, Msg: "JSON decode error", Input: map[string]any{}, Ctx: map[string]any{"error": "Expecting value"}}}
-		}
-		return s, ValidationError{{Type: "model_attributes_type", Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object to extract fields from", Input: in}}
-	}
-	var errs ValidationError
-	act, present := m["action"]
-	if !present {
-		errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "action"}, Msg: "Field required", Input: m})
-	} else if _, isMap := act.(map[string]any); !isMap {
-		errs = append(errs, FieldError{Type: "dict_type", Loc: []any{"body", "action"}, Msg: "Input should be a valid dictionary", Input: act})
-	}
+	act, errs := stepAction(m)
 	if v, present := m["timeout_s"]; present && v != nil {
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		switch {
-		case !ok || err != nil || math.IsInf(f, 0) || math.IsNaN(f):
-			errs = append(errs, FieldError{Type: "float_type", Loc: []any{"body", "timeout_s"}, Msg: "Input should be a valid number", Input: v})
-		case f <= 0:
-			errs = append(errs, FieldError{Type: "greater_than", Loc: []any{"body", "timeout_s"}, Msg: "Input should be greater than 0", Input: f, Ctx: map[string]any{"gt": 0}})
-		case f > maxStepTimeoutS:
-			errs = append(errs, FieldError{Type: "less_than_equal", Loc: []any{"body", "timeout_s"}, Msg: fmt.Sprintf("Input should be less than or equal to %d", maxStepTimeoutS), Input: f, Ctx: map[string]any{"le": maxStepTimeoutS}})
-		default:
-			s.TimeoutS = f
+		var e *FieldError
+		if s.TimeoutS, e = stepTimeout(v); e != nil {
+			errs = append(errs, *e)
 		}
 	}
 	if v, present := m["request_id"]; present && v != nil {
-		str, ok := v.(string)
-		switch {
-		case !ok:
-			errs = append(errs, FieldError{Type: "string_type", Loc: []any{"body", "request_id"}, Msg: "Input should be a valid string", Input: v})
-		case len([]rune(str)) > 255:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: []any{"body", "request_id"}, Msg: "String should have at most 255 characters", Input: wire.Prefix(str, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}})
-		default:
-			s.RequestID = str
+		var e *FieldError
+		if s.RequestID, e = stepRequestID(v); e != nil {
+			errs = append(errs, *e)
 		}
 	}
 	if len(errs) > 0 {
@@ -293,6 +271,64 @@ func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 	}
 	s.Action = a
 	return s, nil
+}
+
+// stepObject decodes a step body as a JSON object, or says why it is not
+// one.
+func stepObject(raw json.RawMessage) (map[string]any, ValidationError) {
+	if verr := checkText(raw, []any{"body"}); verr != nil {
+		return nil, verr
+	}
+	if m, ok := object(raw); ok {
+		return m, nil
+	}
+	switch {
+	case len(bytes.TrimSpace(raw)) == 0:
+		return nil, ValidationError{{Type: "missing", Loc: []any{"body"}, Msg: "Field required", Input: nil}}
+	case !json.Valid(raw):
+		return nil, ValidationError{{Type: "json_invalid", Loc: []any{"body", 0}, Msg: "JSON decode error", Input: map[string]any{}, Ctx: map[string]any{"error": "Expecting value"}}}
+	default:
+		return nil, ValidationError{{Type: "model_attributes_type", Loc: []any{"body"}, Msg: "Input should be a valid dictionary or object to extract fields from", Input: wire.Prefix(string(raw), wire.QuoteBytes)}}
+	}
+}
+
+// stepAction is a step's action, which must be present and an object.
+func stepAction(m map[string]any) (any, ValidationError) {
+	act, present := m["action"]
+	if !present {
+		return nil, ValidationError{{Type: "missing", Loc: []any{"body", "action"}, Msg: "Field required", Input: m}}
+	}
+	if _, isMap := act.(map[string]any); !isMap {
+		return nil, ValidationError{{Type: "dict_type", Loc: []any{"body", "action"}, Msg: "Input should be a valid dictionary", Input: act}}
+	}
+	return act, nil
+}
+
+// stepTimeout checks timeout_s: a finite number in (0, maxStepTimeoutS].
+func stepTimeout(v any) (float64, *FieldError) {
+	n, ok := v.(json.Number)
+	f, err := n.Float64()
+	switch {
+	case !ok || err != nil || math.IsInf(f, 0) || math.IsNaN(f):
+		return 0, &FieldError{Type: "float_type", Loc: []any{"body", "timeout_s"}, Msg: "Input should be a valid number", Input: v}
+	case f <= 0:
+		return 0, &FieldError{Type: "greater_than", Loc: []any{"body", "timeout_s"}, Msg: "Input should be greater than 0", Input: f, Ctx: map[string]any{"gt": 0}}
+	case f > maxStepTimeoutS:
+		return 0, &FieldError{Type: "less_than_equal", Loc: []any{"body", "timeout_s"}, Msg: fmt.Sprintf("Input should be less than or equal to %d", maxStepTimeoutS), Input: f, Ctx: map[string]any{"le": maxStepTimeoutS}}
+	}
+	return f, nil
+}
+
+// stepRequestID checks request_id: a string of at most 255 characters.
+func stepRequestID(v any) (string, *FieldError) {
+	str, ok := v.(string)
+	switch {
+	case !ok:
+		return "", &FieldError{Type: "string_type", Loc: []any{"body", "request_id"}, Msg: "Input should be a valid string", Input: v}
+	case len([]rune(str)) > 255:
+		return "", &FieldError{Type: "string_too_long", Loc: []any{"body", "request_id"}, Msg: "String should have at most 255 characters", Input: wire.Prefix(str, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}}
+	}
+	return str, nil
 }
 
 // oeResult is OpenEnv's {observation, reward, done}: the observation's own

@@ -6,13 +6,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
@@ -30,6 +34,7 @@ type rig struct {
 	home  string
 	srv   *httptest.Server
 	mcp   *mcpserver.Server // with rigOptions.tools
+	lc    *lifecycle.Bus
 }
 
 type rigOptions struct {
@@ -85,40 +90,38 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	}
 	t.Cleanup(func() { capt.Close() })
 	shoot := screen.NewShooter(capt, screen.ShooterOptions{ModelW: space.ModelW, ModelH: space.ModelH})
-	r := &rig{d: d, exec: ex, capt: capt, shoot: shoot, home: home}
+	r := &rig{d: d, exec: ex, capt: capt, shoot: shoot, home: home, lc: lifecycle.NewBus()}
+	t.Cleanup(func() { r.lc.Close() })
 	cfg := Config{
-		Mode: o.mode, Display: d, Exec: ex, Capturer: capt, Shooter: shoot, Tasks: o.tasks, Auth: o.auth,
+		Mode:        o.mode,
 		Settle:      screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
 		Logger:      log,
 		BaselineDir: filepath.Join(t.TempDir(), "baseline"),
 		Version:     "test",
+		Lifecycle:   r.lc,
 	}
+	var tools Tools
 	if o.tools {
 		r.mcp, err = mcpserver.New(ex, shoot, capt, mcpserver.Config{Settle: cfg.Settle, Logger: log})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Tools = mcpTools{r.mcp}
+		tools = mcpTools{r.mcp}
 	}
-	r.c, err = New(cfg)
+	r.c, err = New(d, ex, capt, shoot, o.tasks, tools, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.c.Close() })
-	r.srv = httptest.NewServer(r.c.Handler())
+	r.srv = httptest.NewServer(r.c.Handler(o.auth))
 	t.Cleanup(r.srv.Close)
 	return r
 }
 
 // windows lists the desktop's windows, as the reset sees them.
-func (r *rig) windows(t testing.TB) []Window {
+func (r *rig) windows(t testing.TB) []baseline.Window {
 	t.Helper()
-	x, err := openX(r.d.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close()
-	ws, err := x.windows()
+	ws, err := baseline.ListWindows(r.d.Name())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +131,7 @@ func (r *rig) windows(t testing.TB) []Window {
 // windowClasses lists the desktop's windows by WM_CLASS.
 func (r *rig) windowClasses(t testing.TB) string {
 	t.Helper()
-	return classKey(r.windows(t))
+	return baseline.ClassKey(r.windows(t))
 }
 
 // loadExampleTasks loads the example set shipped in tasks/.
@@ -140,4 +143,47 @@ func loadExampleTasks(t testing.TB) []*task.Task {
 	}
 	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
 	return ts
+}
+
+// heard collects the lifecycle events of some kinds the control plane
+// publishes, from now on.
+type heard struct {
+	mu     sync.Mutex
+	events []lifecycle.Event
+}
+
+func (r *rig) listen(t *testing.T, kinds ...lifecycle.Kind) *heard {
+	h := &heard{}
+	ch, cancel := r.lc.Subscribe(256)
+	t.Cleanup(cancel)
+	go func() {
+		for ev := range ch {
+			if slices.Contains(kinds, ev.Kind) {
+				h.mu.Lock()
+				h.events = append(h.events, ev)
+				h.mu.Unlock()
+			}
+		}
+	}()
+	return h
+}
+
+// of waits until n events of kind have arrived (or 10 s) and returns
+// those that did.
+func (h *heard) of(kind lifecycle.Kind, n int) []lifecycle.Event {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		var out []lifecycle.Event
+		for _, ev := range h.events {
+			if ev.Kind == kind {
+				out = append(out, ev)
+			}
+		}
+		h.mu.Unlock()
+		if len(out) >= n || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

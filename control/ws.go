@@ -143,183 +143,250 @@ func validationMsg(errs ValidationError) wsMsg {
 
 // handle answers one message; done ends the session.
 func (s *wsSession) handle(ctx context.Context, raw []byte) (wsMsg, bool) {
-	c := s.c
-	if errs := checkText(raw, nil); errs != nil {
-		return validationMsg(errs), false
+	m, refusal := decodeWS(raw)
+	if m == nil {
+		return refusal, false
 	}
-	m, ok := object(raw)
-	if !ok {
-		if json.Valid(raw) {
-			return wsError(wsValidationError, "Invalid message: a message is a JSON object with a \"type\"", nil), false
-		}
-		var v any
-		err := json.Unmarshal(raw, &v)
-		return wsError(wsInvalidJSON, fmt.Sprintf("Invalid JSON: %v", err), nil), false
-	}
-	msgType, _ := m["type"].(string)
-	data, hasData := m["data"]
-	switch msgType {
-	case "reset":
-		if errs := checkFields(m, "type", "data"); errs != nil {
-			return validationMsg(errs), false
-		}
-		if c.cfg.Mode != ModeSim {
-			return wsError(wsExecutionError, "reset is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil), false
-		}
-		dm := map[string]any{}
-		if hasData && data != nil {
-			if dm, ok = data.(map[string]any); !ok {
-				return validationMsg(ValidationError{{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary", Input: data}}), false
-			}
-		}
-		req, errs := parseOEResetMap(dm, []any{"data"})
-		if errs != nil {
-			return validationMsg(errs), false
-		}
-		ep, err := c.oeResetRun(ctx, req)
-		if err != nil {
-			var ve ValidationError
-			if errors.As(err, &ve) {
-				return validationMsg(ve), false
-			}
-			return wsError(wsExecutionError, err.Error(), nil), false
-		}
-		return wsMsg{Type: "observation", Data: resetObservation(ep)}, false
-
-	case "step":
-		if errs := checkFields(m, "type", "data"); errs != nil {
-			return validationMsg(errs), false
-		}
-		if !hasData {
-			return validationMsg(ValidationError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: m}}), false
-		}
-		a, errs := parseOEAction(data, nil)
-		if errs != nil {
-			return validationMsg(errs), false
-		}
-		sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
-		defer cancel()
-		res, err := c.step(sctx, a)
-		if err != nil {
-			return wsError(wsExecutionError, err.Error(), nil), false
-		}
-		return wsMsg{Type: "observation", Data: res}, false
-
-	case "state":
-		if errs := checkFields(m, "type"); errs != nil {
-			return validationMsg(errs), false
-		}
-		if c.cfg.Mode != ModeSim {
-			return wsError(wsExecutionError, "state is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil), false
-		}
-		return wsMsg{Type: "state", Data: c.oeStateData(ctx)}, false
-
+	switch msgType, _ := m["type"].(string); msgType {
 	case "close":
 		return wsMsg{}, true
-
+	case "reset":
+		return s.reset(ctx, m), false
+	case "step":
+		return s.step(ctx, m), false
+	case "state":
+		return s.state(ctx, m), false
 	case "mcp":
-		if errs := checkFields(m, "type", "data"); errs != nil {
-			return validationMsg(errs), false
-		}
-		dm, ok := data.(map[string]any)
-		if !ok {
-			if !hasData {
-				return validationMsg(ValidationError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: m}}), false
-			}
-			return validationMsg(ValidationError{{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary", Input: data}}), false
-		}
-		sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
-		defer cancel()
-		return wsMsg{Type: "mcp", Data: s.rpc(sctx, dm)}, false
-
+		return s.mcp(ctx, m), false
 	default:
 		return wsError(wsUnknownType, fmt.Sprintf("Unknown message type: %v (use reset, step, state, close or mcp)", m["type"]), nil), false
 	}
 }
 
+// decodeWS decodes a message as a JSON object, or says why it is not one.
+func decodeWS(raw []byte) (map[string]any, wsMsg) {
+	if errs := checkText(raw, nil); errs != nil {
+		return nil, validationMsg(errs)
+	}
+	if m, ok := object(raw); ok {
+		return m, wsMsg{}
+	}
+	if json.Valid(raw) {
+		return nil, wsError(wsValidationError, "Invalid message: a message is a JSON object with a \"type\"", nil)
+	}
+	var v any
+	err := json.Unmarshal(raw, &v)
+	return nil, wsError(wsInvalidJSON, fmt.Sprintf("Invalid JSON: %v", err), nil)
+}
+
+// missingData and dataNotDict are the answers to a message whose data is
+// absent or not an object.
+func missingData(m map[string]any) wsMsg {
+	return validationMsg(ValidationError{{Type: "missing", Loc: []any{"data"}, Msg: "Field required", Input: m}})
+}
+
+func dataNotDict(data any) wsMsg {
+	return validationMsg(ValidationError{{Type: "dict_type", Loc: []any{"data"}, Msg: "Input should be a valid dictionary", Input: data}})
+}
+
+// reset answers {"type":"reset","data":{...}}: data is optional.
+func (s *wsSession) reset(ctx context.Context, m map[string]any) wsMsg {
+	if errs := checkFields(m, "type", "data"); errs != nil {
+		return validationMsg(errs)
+	}
+	if s.c.cfg.Mode != ModeSim {
+		return wsError(wsExecutionError, "reset is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil)
+	}
+	dm := map[string]any{}
+	if data := m["data"]; data != nil {
+		var ok bool
+		if dm, ok = data.(map[string]any); !ok {
+			return dataNotDict(data)
+		}
+	}
+	req, errs := parseOEResetMap(dm, []any{"data"})
+	if errs != nil {
+		return validationMsg(errs)
+	}
+	ep, err := s.c.oeResetRun(ctx, req)
+	var ve ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return validationMsg(ve)
+	case err != nil:
+		return wsError(wsExecutionError, err.Error(), nil)
+	}
+	return wsMsg{Type: "observation", Data: resetObservation(ep)}
+}
+
+// step answers {"type":"step","data":action}.
+func (s *wsSession) step(ctx context.Context, m map[string]any) wsMsg {
+	if errs := checkFields(m, "type", "data"); errs != nil {
+		return validationMsg(errs)
+	}
+	data, hasData := m["data"]
+	if !hasData {
+		return missingData(m)
+	}
+	a, errs := parseOEAction(data, nil)
+	if errs != nil {
+		return validationMsg(errs)
+	}
+	sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
+	defer cancel()
+	res, err := s.c.step(sctx, a)
+	if err != nil {
+		return wsError(wsExecutionError, err.Error(), nil)
+	}
+	return wsMsg{Type: "observation", Data: res}
+}
+
+// state answers {"type":"state"}.
+func (s *wsSession) state(ctx context.Context, m map[string]any) wsMsg {
+	if errs := checkFields(m, "type"); errs != nil {
+		return validationMsg(errs)
+	}
+	if s.c.cfg.Mode != ModeSim {
+		return wsError(wsExecutionError, "state is not available in prod mode: deskenv runs with --mode prod; run with --mode sim", nil)
+	}
+	return wsMsg{Type: "state", Data: s.c.oeStateData(ctx)}
+}
+
+// mcp answers {"type":"mcp","data":JSON-RPC request}.
+func (s *wsSession) mcp(ctx context.Context, m map[string]any) wsMsg {
+	if errs := checkFields(m, "type", "data"); errs != nil {
+		return validationMsg(errs)
+	}
+	data, hasData := m["data"]
+	dm, ok := data.(map[string]any)
+	switch {
+	case !ok && !hasData:
+		return missingData(m)
+	case !ok:
+		return dataNotDict(data)
+	}
+	sctx, cancel := context.WithTimeout(ctx, defaultStepTimeout)
+	defer cancel()
+	return wsMsg{Type: "mcp", Data: s.rpc(sctx, dm)}
+}
+
+// rpcFail is a JSON-RPC error answer.
+func rpcFail(id any, code int, msg string) rpcResponse {
+	return rpcResponse{ID: id, Error: &rpcError{Code: code, Message: msg}}
+}
+
 // rpc answers a JSON-RPC request as OpenEnv's mcp_handler does.
 func (s *wsSession) rpc(ctx context.Context, req map[string]any) rpcResponse {
-	id := req["id"]
+	id, method, params, fail := rpcRequest(req)
+	if fail != nil {
+		return *fail
+	}
+	switch method {
+	case "openenv/session/create":
+		return rpcResponse{ID: id, Result: map[string]any{"session_id": s.id}}
+	case "openenv/session/close":
+		return s.closeSession(id, params)
+	case "tools/list":
+		return s.listTools(ctx, id)
+	case "tools/call":
+		return s.callTool(ctx, id, params)
+	default:
+		return rpcFail(id, rpcMethodNotFound, "Method not found: "+method)
+	}
+}
+
+// rpcRequest checks a JSON-RPC request's envelope: its id, version,
+// method, fields and params.
+func rpcRequest(req map[string]any) (id any, method string, params map[string]any, fail *rpcResponse) {
+	refuse := func(id any, code int, msg string) (any, string, map[string]any, *rpcResponse) {
+		r := rpcFail(id, code, msg)
+		return nil, "", nil, &r
+	}
+	id = req["id"]
 	switch id.(type) {
 	case nil, string, json.Number:
 	default:
-		return rpcResponse{Error: &rpcError{Code: rpcInvalidRequest, Message: "Invalid request: id must be a string, an integer or null"}}
+		return refuse(nil, rpcInvalidRequest, "Invalid request: id must be a string, an integer or null")
 	}
 	if v, _ := req["jsonrpc"].(string); v != "2.0" {
-		return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: `Invalid request: jsonrpc must be "2.0"`}}
+		return refuse(id, rpcInvalidRequest, `Invalid request: jsonrpc must be "2.0"`)
 	}
 	method, ok := req["method"].(string)
 	if !ok {
-		return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: "Invalid request: method is required and must be a string"}}
+		return refuse(id, rpcInvalidRequest, "Invalid request: method is required and must be a string")
 	}
 	for k := range req {
 		switch k {
 		case "jsonrpc", "method", "params", "id":
 		default:
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: fmt.Sprintf("Invalid request: unexpected field %q", k)}}
+			return refuse(id, rpcInvalidRequest, fmt.Sprintf("Invalid request: unexpected field %q", k))
 		}
 	}
-	params := map[string]any{}
+	params = map[string]any{}
 	if p, present := req["params"]; present && p != nil {
 		if params, ok = p.(map[string]any); !ok {
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Params must be an object"}}
+			return refuse(id, rpcInvalidParams, "Params must be an object")
 		}
 	}
-	c := s.c
-	switch method {
-	case "openenv/session/create":
-		return rpcResponse{ID: id, Result: map[string]any{"session_id": s.id}}
-	case "openenv/session/close":
-		sid, _ := params["session_id"].(string)
-		switch {
-		case sid == "":
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Invalid params - 'session_id' is required"}}
-		case sid == s.id:
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidRequest, Message: "Cannot close active WebSocket-managed session via MCP method"}}
-		default:
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Unknown session_id: " + sid}}
-		}
-	case "tools/list":
-		tools, err := c.listTools(ctx)
-		if err != nil {
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: err.Error()}}
-		}
-		list := make([]map[string]any, len(tools))
-		for i, t := range tools {
-			schema := t.InputSchema
-			if len(schema) == 0 {
-				schema = json.RawMessage(`{}`)
-			}
-			list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": schema}
-		}
-		return rpcResponse{ID: id, Result: map[string]any{"tools": list}}
-	case "tools/call":
-		if c.cfg.Tools == nil {
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: "Environment does not support MCP: no tools are wired into the control plane"}}
-		}
-		name, _ := params["name"].(string)
-		if name == "" {
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Missing 'name' in params"}}
-		}
-		args := json.RawMessage("{}")
-		if a, present := params["arguments"]; present && a != nil {
-			if _, ok := a.(map[string]any); !ok {
-				return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Invalid params - 'arguments' must be an object"}}
-			}
-			args, _ = json.Marshal(a)
-		}
-		if reservedTools[name] {
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Tool not found: " + name}}
-		}
-		res, err := c.cfg.Tools.CallTool(ctx, name, args)
-		switch {
-		case errors.Is(err, ErrUnknownTool):
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInvalidParams, Message: "Tool not found: " + name}}
-		case err != nil:
-			return rpcResponse{ID: id, Error: &rpcError{Code: rpcInternalError, Message: err.Error()}}
-		}
-		return rpcResponse{ID: id, Result: callResult(res)}
+	return id, method, params, nil
+}
+
+// closeSession answers openenv/session/close: the websocket's own session
+// closes with the websocket, and there is no other.
+func (s *wsSession) closeSession(id any, params map[string]any) rpcResponse {
+	sid, _ := params["session_id"].(string)
+	switch {
+	case sid == "":
+		return rpcFail(id, rpcInvalidParams, "Invalid params - 'session_id' is required")
+	case sid == s.id:
+		return rpcFail(id, rpcInvalidRequest, "Cannot close active WebSocket-managed session via MCP method")
 	default:
-		return rpcResponse{ID: id, Error: &rpcError{Code: rpcMethodNotFound, Message: "Method not found: " + method}}
+		return rpcFail(id, rpcInvalidParams, "Unknown session_id: "+sid)
 	}
+}
+
+// listTools answers tools/list.
+func (s *wsSession) listTools(ctx context.Context, id any) rpcResponse {
+	tools, err := s.c.listTools(ctx)
+	if err != nil {
+		return rpcFail(id, rpcInternalError, err.Error())
+	}
+	list := make([]map[string]any, len(tools))
+	for i, t := range tools {
+		schema := t.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{}`)
+		}
+		list[i] = map[string]any{"name": t.Name, "description": t.Description, "inputSchema": schema}
+	}
+	return rpcResponse{ID: id, Result: map[string]any{"tools": list}}
+}
+
+// callTool answers tools/call.
+func (s *wsSession) callTool(ctx context.Context, id any, params map[string]any) rpcResponse {
+	if s.c.tools == nil {
+		return rpcFail(id, rpcInternalError, "Environment does not support MCP: no tools are wired into the control plane")
+	}
+	name, _ := params["name"].(string)
+	if name == "" {
+		return rpcFail(id, rpcInvalidParams, "Missing 'name' in params")
+	}
+	args := json.RawMessage("{}")
+	if a, present := params["arguments"]; present && a != nil {
+		if _, ok := a.(map[string]any); !ok {
+			return rpcFail(id, rpcInvalidParams, "Invalid params - 'arguments' must be an object")
+		}
+		args, _ = json.Marshal(a)
+	}
+	if reservedTools[name] {
+		return rpcFail(id, rpcInvalidParams, "Tool not found: "+name)
+	}
+	res, err := s.c.tools.CallTool(ctx, name, args)
+	switch {
+	case errors.Is(err, ErrUnknownTool):
+		return rpcFail(id, rpcInvalidParams, "Tool not found: "+name)
+	case err != nil:
+		return rpcFail(id, rpcInternalError, err.Error())
+	}
+	return rpcResponse{ID: id, Result: callResult(res)}
 }

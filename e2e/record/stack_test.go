@@ -53,8 +53,7 @@ func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Ta
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	ctl, err := control.New(control.Config{Mode: control.ModeSim, Display: d, Exec: ex, Capturer: capt, Shooter: shooter,
-		Tasks: tasks, Home: home})
+	ctl, err := control.New(d, ex, capt, shooter, tasks, nil, control.Config{Mode: control.ModeSim, Home: home})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package control
+package baseline
 
 import (
 	"context"
@@ -133,7 +133,7 @@ func TestBaselineRestore(t *testing.T) {
 			ctx := context.Background()
 			home := seedHome(t)
 			want := treeOf(t, home)
-			b, st, err := NewBaseline(ctx, home, filepath.Join(t.TempDir(), "baseline"))
+			b, st, err := NewHome(ctx, home, filepath.Join(t.TempDir(), "baseline"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +161,7 @@ func TestBaselineRestore(t *testing.T) {
 func TestBaselineUntouchedCostsNoWrites(t *testing.T) {
 	ctx := context.Background()
 	home := seedHome(t)
-	b, _, err := NewBaseline(ctx, home, "")
+	b, _, err := NewHome(ctx, home, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,12 +189,12 @@ func TestBaselineShippedDirectory(t *testing.T) {
 	want := treeOf(t, shipped)
 	home := filepath.Join(t.TempDir(), "home")
 	writeFile(t, filepath.Join(home, "leftover"), "from a previous run", 0o644)
-	b, _, err := NewBaseline(ctx, home, shipped)
+	b, _, err := NewHome(ctx, home, shipped)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if treeOf(t, shipped) != want {
-		t.Fatal("NewBaseline changed a shipped baseline")
+		t.Fatal("NewHome changed a shipped baseline")
 	}
 	if _, err := b.Restore(ctx); err != nil {
 		t.Fatal(err)
@@ -219,9 +219,9 @@ func TestBaselineBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := NewBaseline(ctx, c.home, c.dir)
+			_, _, err := NewHome(ctx, c.home, c.dir)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("NewBaseline(%q, %q) = %v, want an error containing %q", c.home, c.dir, err, c.want)
+				t.Fatalf("NewHome(%q, %q) = %v, want an error containing %q", c.home, c.dir, err, c.want)
 			}
 		})
 	}
@@ -237,7 +237,7 @@ func BenchmarkBaselineRestore(b *testing.B) {
 			for i := 0; i < n; i++ {
 				writeFile(b, filepath.Join(home, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d.txt", i)), strings.Repeat("x", 1024), 0o644)
 			}
-			base, _, err := NewBaseline(ctx, home, filepath.Join(b.TempDir(), "baseline"))
+			base, _, err := NewHome(ctx, home, filepath.Join(b.TempDir(), "baseline"))
 			if err != nil {
 				b.Fatal(err)
 			}

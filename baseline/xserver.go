@@ -1,16 +1,13 @@
-package control
+package baseline
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -77,19 +74,11 @@ func (s *xsession) atom(name string) xproto.Atom {
 // through the X-Resource extension.
 func (s *xsession) clients() ([]xclient, error) {
 	if !s.xres {
-		return nil, errors.New("the X server has no X-Resource extension (1.2 or later), so its clients' processes cannot be found")
+		return nil, errors.New("list X clients: the X server has no X-Resource extension (1.2 or later), so its clients' processes cannot be found")
 	}
-	r, err := res.QueryClientIds(s.conn, 1, []res.ClientIdSpec{{Client: 0, Mask: res.ClientIdMaskLocalClientPID}}).Reply()
+	byBase, err := s.clientPIDs()
 	if err != nil {
-		return nil, fmt.Errorf("list X clients: %w", err)
-	}
-	byBase := map[uint32]int{}
-	for _, id := range r.Ids {
-		pid := 0
-		if id.Spec.Mask&res.ClientIdMaskLocalClientPID != 0 && len(id.Value) > 0 {
-			pid = int(id.Value[0])
-		}
-		byBase[id.Spec.Client] = pid
+		return nil, err
 	}
 	// QueryClientIds only names clients whose pid is known; QueryClients
 	// names them all.
@@ -102,18 +91,42 @@ func (s *xsession) clients() ([]xclient, error) {
 		if c.ResourceBase == 0 {
 			continue // the server itself
 		}
-		pid := byBase[c.ResourceBase]
-		if pid == 0 {
-			// Some servers key ids by any XID of the client.
-			for base, p := range byBase {
-				if base&^c.ResourceMask == c.ResourceBase {
-					pid = p
-				}
-			}
-		}
-		out = append(out, xclient{base: c.ResourceBase, pid: pid})
+		out = append(out, xclient{base: c.ResourceBase, pid: pidOf(byBase, c)})
 	}
 	return out, nil
+}
+
+// clientPIDs are the process ids of the clients the server knows one of,
+// by the client's resource base.
+func (s *xsession) clientPIDs() (map[uint32]int, error) {
+	r, err := res.QueryClientIds(s.conn, 1, []res.ClientIdSpec{{Client: 0, Mask: res.ClientIdMaskLocalClientPID}}).Reply()
+	if err != nil {
+		return nil, fmt.Errorf("list X clients: %w", err)
+	}
+	byBase := map[uint32]int{}
+	for _, id := range r.Ids {
+		pid := 0
+		if id.Spec.Mask&res.ClientIdMaskLocalClientPID != 0 && len(id.Value) > 0 {
+			pid = int(id.Value[0])
+		}
+		byBase[id.Spec.Client] = pid
+	}
+	return byBase, nil
+}
+
+// pidOf is client c's process id in byBase, 0 if unknown. Some servers key
+// ids by any XID of the client, not its resource base.
+func pidOf(byBase map[uint32]int, c res.Client) int {
+	if pid := byBase[c.ResourceBase]; pid != 0 {
+		return pid
+	}
+	pid := 0
+	for base, p := range byBase {
+		if base&^c.ResourceMask == c.ResourceBase {
+			pid = p
+		}
+	}
+	return pid
 }
 
 // killClients closes the connection of every client keep rejects, which
@@ -196,19 +209,26 @@ func (s *xsession) restoreRootProps(want map[xproto.Atom]rootProp) (int, error) 
 		}
 	}
 	for a, w := range want {
-		h, ok := have[a]
-		if ok && h.typ == w.typ && h.format == w.format && bytes.Equal(h.data, w.data) {
-			continue
+		if s.putRootProp(a, have[a], w) {
+			n++
 		}
-		unit := uint32(w.format / 8)
-		if unit == 0 {
-			continue
-		}
-		xproto.ChangeProperty(s.conn, xproto.PropModeReplace, s.root, a, w.typ, w.format, uint32(len(w.data))/unit, w.data)
-		n++
 	}
 	_, err = xproto.GetInputFocus(s.conn).Reply()
 	return n, err
+}
+
+// putRootProp writes w back as property a of the root window unless it is
+// what the window has; it reports whether it wrote.
+func (s *xsession) putRootProp(a xproto.Atom, have, w rootProp) bool {
+	if have.typ == w.typ && have.format == w.format && bytes.Equal(have.data, w.data) {
+		return false
+	}
+	unit := uint32(w.format / 8)
+	if unit == 0 {
+		return false
+	}
+	xproto.ChangeProperty(s.conn, xproto.PropModeReplace, s.root, a, w.typ, w.format, uint32(len(w.data))/unit, w.data)
+	return true
 }
 
 // pointer is where the pointer is, in screen coordinates.
@@ -322,9 +342,9 @@ func (s *xsession) netPID(w xproto.Window) int {
 	return int(xgb.Get32(r.Value))
 }
 
-// classKey is a window list reduced to what a reset must reproduce: the
-// multiset of WM_CLASS pairs.
-func classKey(ws []Window) string {
+// ClassKey is a window list reduced to what a reset must reproduce: the
+// multiset of WM_CLASS pairs, as "instance/Class" joined by commas.
+func ClassKey(ws []Window) string {
 	keys := make([]string, len(ws))
 	for i, w := range ws {
 		keys[i] = w.Instance + "/" + w.Class
@@ -333,146 +353,42 @@ func classKey(ws []Window) string {
 	return strings.Join(keys, ",")
 }
 
-// desktopProcesses are the processes of the session that run on display
-// name, other than this process and the ones in skip. That finds what a
-// session or a task started even after it detached itself (double fork,
-// setsid), which a process-group kill misses.
-//
-// When the session runs as a user of its own (sessionUID, not this
-// process's), that user is the desktop's alone, and every process of it is
-// the session's: no environment needs reading (it may not be readable, and
-// a program could drop DISPLAY from its own). Otherwise they are this
-// user's processes whose environment says DISPLAY=name.
-func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
-	ents, err := os.ReadDir("/proc")
+// ListWindows lists the viewable top-level client windows of display name,
+// as a restore compares them.
+func ListWindows(name string) ([]Window, error) {
+	x, err := openX(name)
 	if err != nil {
-		return nil
+		return nil, err
 	}
-	uid := os.Getuid()
-	byUID := sessionUID >= 0 && sessionUID != uid
-	if byUID {
-		uid = sessionUID
-	}
-	self := os.Getpid()
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || skip[pid] {
-			continue
-		}
-		fi, err := os.Stat(filepath.Join("/proc", e.Name()))
-		if err != nil {
-			continue
-		}
-		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != uid {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if byUID {
-			// Unreadable (no CAP_SYS_PTRACE), no DISPLAY, or this display:
-			// the session's. Only a process that names another display is
-			// left, for a second deskenv that shares the user (a
-			// misconfiguration, but not one to punish with kills).
-			if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00DISPLAY=")) || hasDisplay(env, name) {
-				out = append(out, pid)
-			}
-			continue
-		}
-		if err != nil || len(env) == 0 {
-			continue // a zombie, or gone
-		}
-		if hasDisplay(env, name) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	defer x.Close()
+	return x.windows()
 }
 
-// hasDisplay reports whether a /proc/PID/environ says DISPLAY=name.
-func hasDisplay(env []byte, name string) bool {
-	env = append([]byte{0}, env...)
-	for _, w := range []string{"DISPLAY=" + name + "\x00", "DISPLAY=" + name + ".0\x00"} {
-		if bytes.Contains(env, append([]byte{0}, w...)) {
-			return true
-		}
-	}
-	return false
-}
-
-// descendants are all processes below pid in the process tree.
-func descendants(pid int) map[int]bool {
-	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp := parentOf(p); pp > 0 {
-			children[pp] = append(children[pp], p)
-		}
-	}
-	out := map[int]bool{}
-	var walk func(int)
-	walk = func(p int) {
-		for _, c := range children[p] {
-			if !out[c] {
-				out[c] = true
-				walk(c)
-			}
-		}
-	}
-	walk(pid)
-	return out
-}
-
-// procStat returns the state letter and parent of pid from /proc/pid/stat.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// WaitWindows waits until the top-level windows of display name are want's
+// again (same WM_CLASS multiset), up to limit. It returns the windows last
+// seen and whether they matched; only a failure to list them, or ctx's end,
+// is an error.
+func WaitWindows(ctx context.Context, name string, want []Window, limit time.Duration) ([]Window, bool, error) {
+	x, err := openX(name)
 	if err != nil {
-		return 0, 0, false
+		return nil, false, err
 	}
-	// The command name is in parentheses and may itself contain spaces or
-	// parentheses; the fields after the last ')' are fixed.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	pp, _ := strconv.Atoi(f[1])
-	return f[0][0], pp, true
-}
-
-func parentOf(pid int) int {
-	_, pp, _ := procStat(pid)
-	return pp
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	st, _, ok := procStat(pid)
-	return ok && st != 'Z' && st != 'X'
-}
-
-// waitGone waits until none of pids is alive, or ctx ends.
-func waitGone(ctx context.Context, pids []int) error {
+	defer x.Close()
+	key := ClassKey(want)
+	deadline := time.Now().Add(limit)
 	for {
-		left := 0
-		for _, p := range pids {
-			if alive(p) {
-				left++
-			}
+		ws, err := x.windows()
+		if err != nil {
+			return nil, false, err
 		}
-		if left == 0 {
-			return nil
+		if ClassKey(ws) == key {
+			return ws, true, nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d desktop processes still running after SIGKILL: %w", left, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		if time.Now().After(deadline) {
+			return ws, false, nil
+		}
+		if err := sleep(ctx, 5*time.Millisecond); err != nil {
+			return ws, false, err
 		}
 	}
 }

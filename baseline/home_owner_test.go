@@ -1,4 +1,4 @@
-package control
+package baseline
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 func TestBaselineOutOfSessionReach(t *testing.T) {
 	ctx := context.Background()
 	home := seedHome(t)
-	b, _, err := NewBaseline(ctx, home, "")
+	b, _, err := NewHome(ctx, home, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestRestoreKeepsOwner(t *testing.T) {
 	home := seedHome(t)
 	const uid, gid = 54321, 54321
 	filepath.Walk(home, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
-	b, _, err := NewBaseline(ctx, home, "")
+	b, _, err := NewHome(ctx, home, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package control
+package baseline
 
 import (
 	"context"
@@ -66,23 +66,18 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func TestDeskClean(t *testing.T) {
+func TestDesktopRestore(t *testing.T) {
 	ctx := context.Background()
 	home := seedHome(t)
 	d := startSession(t, home)
-	k := &desk{d: d, log: slog.New(slog.DiscardHandler), windowWait: 10 * time.Second}
-	// As Control does: the session's windows first, then the snapshot of
-	// the home the started session has written to.
-	if err := k.recordBaselineWindows(ctx); err != nil {
-		t.Fatal(err)
-	}
-	base, _, err := NewBaseline(ctx, home, filepath.Join(t.TempDir(), "baseline"))
+	// The session's windows first, then the snapshot of the home the
+	// started session has written to.
+	b, err := Capture(ctx, d, Config{Home: home, Dir: filepath.Join(t.TempDir(), "baseline"), WindowWait: 10 * time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.home = base
-	want := treeOf(t, base.Dir())
-	if got := classKey(k.windows); got != "xterm/XTerm" {
+	want := treeOf(t, b.Home().Dir())
+	if got := ClassKey(b.Windows()); got != "xterm/XTerm" {
 		t.Fatalf("baseline windows %q, want one xterm", got)
 	}
 	x, err := openX(d.Name())
@@ -101,7 +96,7 @@ func TestDeskClean(t *testing.T) {
 			spawnDetached(t, d, "xterm", "-class", "Stray2", "-e", "sh", "-c", "sleep 300")
 			waitFor(t, "the stray windows", func() bool {
 				ws, _ := x.windows()
-				return strings.Count(classKey(ws), "Stray") == 2
+				return strings.Count(ClassKey(ws), "Stray") == 2
 			})
 			return nil
 		}},
@@ -140,7 +135,7 @@ func TestDeskClean(t *testing.T) {
 			}
 			waitFor(t, "the xterm to go", func() bool {
 				ws, _ := x.windows()
-				return !strings.Contains(classKey(ws), "xterm/XTerm")
+				return !strings.Contains(ClassKey(ws), "xterm/XTerm")
 			})
 			return nil
 		}},
@@ -148,15 +143,15 @@ func TestDeskClean(t *testing.T) {
 	for _, m := range messes {
 		t.Run(m.name, func(t *testing.T) {
 			check := m.do(t)
-			st, err := k.clean(ctx)
+			st, err := b.Restore(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !st.WindowsMatched {
-				t.Errorf("windows after the reset: %q, want %q", classKey(st.WindowsAfter), classKey(k.windows))
+				t.Errorf("windows after the reset: %q, want %q", ClassKey(st.WindowsAfter), ClassKey(b.Windows()))
 			}
 			ws, _ := x.windows()
-			if got := classKey(ws); got != "xterm/XTerm" {
+			if got := ClassKey(ws); got != "xterm/XTerm" {
 				t.Errorf("windows now %q, want one xterm", got)
 			}
 			if got := treeOf(t, home); got != want {

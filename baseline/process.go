@@ -1,0 +1,261 @@
+package baseline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// kill ends the session's process groups, every other process of the
+// session's user running on the display, and every X client not in this
+// process.
+func (b *Desktop) kill(ctx context.Context, rep *Report) error {
+	owned := b.d.Owned()
+	var mine map[int]bool
+	if !owned {
+		// On a display someone else runs, only what we started goes.
+		mine = descendants(os.Getpid())
+	}
+	killed := b.killProcesses(mine)
+	rep.KilledProcesses = len(killed)
+
+	x, err := openX(b.d.Name())
+	if err != nil {
+		return err
+	}
+	defer x.Close()
+	keep := keepClient(owned, mine)
+	n, err := x.killClients(keep)
+	if err != nil {
+		b.log.Warn("cannot list X clients; windows of processes not found by their environment may survive the reset", "err", err)
+	}
+	rep.KilledClients += n
+
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := waitGone(wctx, killed); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return ctx.Err()
+		}
+		b.log.Warn("reset: processes survive SIGKILL", "err", err)
+	}
+	// Anything that connected while the others were dying.
+	if n, err := x.killClients(keep); err == nil {
+		rep.KilledClients += n
+	}
+	return nil
+}
+
+// killProcesses sends SIGKILL to the session's processes (only those in
+// mine, if not nil) and returns their ids.
+func (b *Desktop) killProcesses(mine map[int]bool) []int {
+	var killed []int
+	if b.d.Owned() {
+		// Through the display, so its supervision knows these deaths are
+		// the reset's and does not restart them.
+		killed = append(killed, b.d.KillSession()...)
+	}
+	sessionUID := -1
+	if c := b.d.Credential(); c != nil {
+		sessionUID = int(c.Uid)
+	}
+	for _, pid := range desktopProcesses(b.d.Name(), sessionUID, b.serverProcesses()) {
+		if mine != nil && !mine[pid] {
+			continue
+		}
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
+}
+
+// serverProcesses are the X server and the xkbcomp it runs now and then:
+// never the session's to kill.
+func (b *Desktop) serverProcesses() map[int]bool {
+	skip := map[int]bool{}
+	if sp := b.d.ServerPID(); sp > 0 {
+		skip[sp] = true
+		for p := range descendants(sp) {
+			skip[p] = true
+		}
+	}
+	return skip
+}
+
+// keepClient says which X clients survive a reset, by process id: this
+// process always; on a display someone else runs, also every client that is
+// not ours (mine), and those whose process is unknown.
+func keepClient(owned bool, mine map[int]bool) func(pid int) bool {
+	self := os.Getpid()
+	return func(pid int) bool {
+		if pid == self {
+			return true
+		}
+		if owned {
+			return false
+		}
+		return pid == 0 || !mine[pid]
+	}
+}
+
+// desktopProcesses are the processes of the session that run on display
+// name, other than this process and the ones in skip. That finds what a
+// session or a task started even after it detached itself (double fork,
+// setsid), which a process-group kill misses.
+//
+// When the session runs as a user of its own (sessionUID, not this
+// process's), that user is the desktop's alone, and every process of it is
+// the session's: no environment needs reading (it may not be readable, and
+// a program could drop DISPLAY from its own). Otherwise they are this
+// user's processes whose environment says DISPLAY=name.
+func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	uid := os.Getuid()
+	byUID := sessionUID >= 0 && sessionUID != uid
+	if byUID {
+		uid = sessionUID
+	}
+	self := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || skip[pid] || ownerOf(pid) != uid {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if onDisplay(env, err, name, byUID) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// ownerOf is the user id owning process pid, -1 if it is gone.
+func ownerOf(pid int) int {
+	fi, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
+	if err != nil {
+		return -1
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return -1
+	}
+	return int(st.Uid)
+}
+
+// onDisplay says whether a process whose /proc/PID/environ reads env (or
+// failed with err) runs on display name. byUID: the process belongs to the
+// session's own user.
+func onDisplay(env []byte, err error, name string, byUID bool) bool {
+	if byUID {
+		// Unreadable (no CAP_SYS_PTRACE), no DISPLAY, or this display:
+		// the session's. Only a process that names another display is
+		// left, for a second deskenv that shares the user (a
+		// misconfiguration, but not one to punish with kills).
+		return err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00DISPLAY=")) || hasDisplay(env, name)
+	}
+	if err != nil || len(env) == 0 {
+		return false // a zombie, or gone
+	}
+	return hasDisplay(env, name)
+}
+
+// hasDisplay reports whether a /proc/PID/environ says DISPLAY=name.
+func hasDisplay(env []byte, name string) bool {
+	env = append([]byte{0}, env...)
+	for _, w := range []string{"DISPLAY=" + name + "\x00", "DISPLAY=" + name + ".0\x00"} {
+		if bytes.Contains(env, append([]byte{0}, w...)) {
+			return true
+		}
+	}
+	return false
+}
+
+// descendants are all processes below pid in the process tree.
+func descendants(pid int) map[int]bool {
+	children := map[int][]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp := parentOf(p); pp > 0 {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	out := map[int]bool{}
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			if !out[c] {
+				out[c] = true
+				walk(c)
+			}
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// procStat returns the state letter and parent of pid from /proc/pid/stat.
+func procStat(pid int) (state byte, ppid int, ok bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// The command name is in parentheses and may itself contain spaces or
+	// parentheses; the fields after the last ')' are fixed.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 2 {
+		return 0, 0, false
+	}
+	pp, _ := strconv.Atoi(f[1])
+	return f[0][0], pp, true
+}
+
+func parentOf(pid int) int {
+	_, pp, _ := procStat(pid)
+	return pp
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	st, _, ok := procStat(pid)
+	return ok && st != 'Z' && st != 'X'
+}
+
+// waitGone waits until none of pids is alive, or ctx ends.
+func waitGone(ctx context.Context, pids []int) error {
+	for {
+		left := 0
+		for _, p := range pids {
+			if alive(p) {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d desktop processes still running after SIGKILL: %w", left, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
