@@ -318,7 +318,7 @@ func (e *Executor) sync(ctx context.Context, x *xconn) (px, py int, err error) {
 		case r := <-ch:
 			rep, err = r.r, r.err
 		case <-ctx.Done():
-			return 0, 0, fmt.Errorf("hci: waiting for the X server: %w", ctx.Err())
+			return 0, 0, unconfirmedError{ctx.Err()}
 		}
 	}
 	if err != nil || rep == nil {
@@ -561,9 +561,21 @@ func (e *Executor) resolveHeld(ctx context.Context, x *xconn, sym Keysym) (xprot
 
 // ---- primitives for people ----
 
+// unconfirmedError is sync giving up on the X server's answer: the requests
+// before it were written to the server and will take effect once it runs
+// again.
+type unconfirmedError struct{ err error }
+
+func (e unconfirmedError) Error() string { return "hci: waiting for the X server: " + e.err.Error() }
+func (e unconfirmedError) Unwrap() error { return e.err }
+
+// publishInput tells the bus about a person's input. An input the X server
+// was sent but did not confirm in time is published as done, not failed:
+// the desktop will receive it, so the recording must hold it (issue 13: a
+// stalled server made the recorder drop keys the desktop got).
 func (e *Executor) publishInput(start time.Time, src Source, in Input, err error) {
 	ev := Event{Time: start, Mono: start.Sub(e.start), Source: src, Kind: KindInput, Input: &in, Duration: time.Since(start)}
-	if err != nil {
+	if err != nil && !errors.As(err, new(unconfirmedError)) {
 		ev.Err = err.Error()
 	}
 	e.bus.publish(ev)

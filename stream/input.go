@@ -2,21 +2,16 @@ package stream
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/pion/webrtc/v4"
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/wire"
 )
-
-// inputTimeout bounds how long one input may wait for the X server.
-const inputTimeout = 2 * time.Second
 
 // maxErrBuffered: above this many bytes queued on the data channel, error
 // replies are dropped rather than let a flood of bad input grow memory.
@@ -183,8 +178,12 @@ func (v *viewer) onInput(m webrtc.DataChannelMessage) error {
 		}
 		return err
 	}
-	ctx, cancel := context.WithTimeout(v.ctx, inputTimeout)
-	defer cancel()
+	// No deadline: a person's input waits for the X server as long as it
+	// takes (a loaded machine can stall it for seconds), and the inputs
+	// after it wait in the data channel, in order. Giving up would lose or
+	// misrecord keys the desktop still receives. Only the viewer leaving
+	// ends the wait.
+	ctx := v.ctx
 	src := hci.SourceHuman
 	switch in.t {
 	case "kd":
