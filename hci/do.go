@@ -120,7 +120,7 @@ func motionTo(x *xconn, s Space, p []int) {
 func (e *Executor) locked(ctx context.Context, f func(x *xconn) error) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err != nil {
 		return err
 	}

@@ -82,6 +82,7 @@ type Executor struct {
 	nextGate uint64
 
 	mu        sync.Mutex // serialises everything sent to X and the held state
+	f         *display.Follower
 	x         *xconn
 	keys      map[xproto.Keycode]*heldKey
 	buttons   map[int]map[Source]bool
@@ -94,13 +95,14 @@ type heldKey struct {
 	by  map[Source]bool
 }
 
-// xconn is the executor's own X connection. It is separate from the display's
-// shared one because the executor must read the events it is sent
-// (MappingNotify, errors from unchecked requests), and reading them from a
-// shared connection would steal them from other readers.
+// xconn is the executor's own X connection (a display.Follower's) and what
+// it set up on it. It is separate from the display's shared one because the
+// executor must read the events it is sent (MappingNotify, errors from
+// unchecked requests), and reading them from a shared connection would steal
+// them from other readers.
 type xconn struct {
 	c      *xgb.Conn
-	gen    uint64
+	gen    uint64 // the Follower's generation of c
 	root   xproto.Window
 	km     *keymap
 	broken bool
@@ -147,10 +149,10 @@ func NewExecutor(d *display.Display, opt Options) (*Executor, error) {
 	e := &Executor{
 		d: d, log: opt.Logger.With("component", "hci"), opt: opt, bus: newBus(), start: time.Now(),
 		space: opt.Space, keys: map[xproto.Keycode]*heldKey{}, buttons: map[int]map[Source]bool{},
-		spareUsed: map[xproto.Keycode]time.Time{},
+		spareUsed: map[xproto.Keycode]time.Time{}, f: d.Follow(display.ReadEvents),
 	}
 	e.mu.Lock()
-	_, err := e.conn()
+	_, err := e.conn(context.Background())
 	e.mu.Unlock()
 	if err != nil {
 		return nil, err
@@ -235,14 +237,22 @@ func (e *Executor) KeymapChanges() int {
 	return e.x.km.changes
 }
 
-// conn returns the X connection for the display's current server, dialling a
-// new one when the server was restarted. Callers hold e.mu.
-func (e *Executor) conn() (*xconn, error) {
+// conn returns the X connection for the display's current server, with the
+// keymap read on it, setting both up again when the Follower hands out a new
+// connection (the server was restarted, or the last one broke). Callers hold
+// e.mu.
+func (e *Executor) conn(ctx context.Context) (*xconn, error) {
 	if e.closed {
 		return nil, ErrClosed
 	}
-	gen := e.d.Generation()
-	if e.x != nil && e.x.gen == gen && !e.x.broken {
+	if e.x != nil && e.x.broken {
+		e.f.Drop(e.x.gen)
+	}
+	c, gen, err := e.f.Get(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hci: %w", err)
+	}
+	if e.x != nil && e.x.gen == gen {
 		e.drain(e.x)
 		if err := e.x.km.refresh(); err != nil {
 			e.x.broken = true
@@ -250,32 +260,34 @@ func (e *Executor) conn() (*xconn, error) {
 		}
 		return e.x, nil
 	}
-	if e.x != nil {
-		e.x.c.Close()
-		e.x = nil
-		if len(e.keys) > 0 || len(e.buttons) > 0 {
-			e.log.Warn("X connection replaced; forgetting held keys and buttons", "keys", len(e.keys), "buttons", len(e.buttons))
-		}
-		e.keys = map[xproto.Keycode]*heldKey{}
-		e.buttons = map[int]map[Source]bool{}
-		e.spareUsed = map[xproto.Keycode]time.Time{}
-	}
-	c, err := e.d.Dial()
-	if err != nil {
-		return nil, fmt.Errorf("hci: %w", err)
-	}
+	e.forgetHeld()
 	if err := xext.Init(c, "XTEST", xtest.Init); err != nil {
-		c.Close()
+		e.f.Drop(gen)
 		return nil, fmt.Errorf("hci: display %s has no XTEST extension, which input injection needs: %w", e.d.Name(), err)
 	}
 	km, err := newKeymap(c)
 	if err != nil {
-		c.Close()
+		e.f.Drop(gen)
 		return nil, fmt.Errorf("hci: %w", err)
 	}
 	e.x = &xconn{c: c, gen: gen, root: xproto.Setup(c).DefaultScreen(c).Root, km: km}
 	e.log.Debug("input connection ready", "generation", gen, "spare_keycodes", len(km.spares))
 	return e.x, nil
+}
+
+// forgetHeld forgets the connection and the keys and buttons held through
+// it: they went with its server. Callers hold e.mu.
+func (e *Executor) forgetHeld() {
+	if e.x == nil {
+		return
+	}
+	e.x = nil
+	if len(e.keys) > 0 || len(e.buttons) > 0 {
+		e.log.Warn("X connection replaced; forgetting held keys and buttons", "keys", len(e.keys), "buttons", len(e.buttons))
+	}
+	e.keys = map[xproto.Keycode]*heldKey{}
+	e.buttons = map[int]map[Source]bool{}
+	e.spareUsed = map[xproto.Keycode]time.Time{}
 }
 
 // drain handles every event and error the server has sent so far and returns
@@ -600,7 +612,7 @@ func (e *Executor) KeyDown(ctx context.Context, k Keysym, src Source) error {
 }
 
 func (e *Executor) keyDownLocked(ctx context.Context, k Keysym, src Source, in *Input) error {
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -646,7 +658,7 @@ func (e *Executor) KeyUp(ctx context.Context, k Keysym, src Source) error {
 		return errors.New("hci: key_up without a source")
 	}
 	in := Input{Type: InputKeyUp, Keysym: e.keys[code].sym}
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err == nil {
 		e.releaseKey(x, code, src)
 		in.X, in.Y, err = e.sync(ctx, x)
@@ -693,7 +705,7 @@ func (e *Executor) ButtonDown(ctx context.Context, button int, src Source) error
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in := Input{Type: InputButtonDown, Button: button}
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err == nil {
 		e.pressButton(x, button, src)
 		in.X, in.Y, err = e.sync(ctx, x)
@@ -715,7 +727,7 @@ func (e *Executor) ButtonUp(ctx context.Context, button int, src Source) error {
 		return e.allow(src, InputButtonUp)
 	}
 	in := Input{Type: InputButtonUp, Button: button}
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err == nil {
 		e.releaseButton(x, button, src)
 		in.X, in.Y, err = e.sync(ctx, x)
@@ -738,7 +750,7 @@ func (e *Executor) MoveTo(ctx context.Context, x, y int, src Source) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in := Input{Type: InputMotion, X: x, Y: y}
-	xc, err := e.conn()
+	xc, err := e.conn(ctx)
 	if err == nil {
 		fakeMotion(xc, x, y)
 		_, _, err = e.sync(ctx, xc)
@@ -766,7 +778,7 @@ func (e *Executor) Wheel(ctx context.Context, dx, dy int, src Source) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	in := Input{Type: InputWheel, DX: dx, DY: dy}
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err == nil {
 		wheelClicks(x, dx, dy)
 		in.X, in.Y, err = e.sync(ctx, x)
@@ -798,7 +810,7 @@ func wheelClicks(x *xconn, dx, dy int) {
 func (e *Executor) CursorPosition(ctx context.Context) (x, y int, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	xc, err := e.conn()
+	xc, err := e.conn(ctx)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -846,7 +858,7 @@ func (e *Executor) releaseLocked(ctx context.Context, src Source, match func(Sou
 		return nil
 	}
 	start := time.Now()
-	x, err := e.conn()
+	x, err := e.conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -885,17 +897,15 @@ func (e *Executor) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var err error
-	if e.x != nil && !e.x.broken && e.x.gen == e.d.Generation() {
+	if _, gen, ok := e.f.Current(); ok && e.x != nil && !e.x.broken && e.x.gen == gen {
 		err = e.releaseLocked(ctx, SourceScript, func(Source) bool { return true })
 		e.x.km.unbindAll()
 		if _, _, serr := e.sync(ctx, e.x); err == nil {
 			err = serr
 		}
 	}
-	if e.x != nil {
-		e.x.c.Close()
-		e.x = nil
-	}
+	e.x = nil
+	e.f.Close()
 	e.closed = true
 	e.bus.close()
 	return err
