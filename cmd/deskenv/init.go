@@ -49,45 +49,44 @@ func initCmd(args []string) error {
 	if err != nil {
 		return fmt.Errorf("init: %w", err)
 	}
-	var lines strings.Builder
-	env := make([]string, 0, len(os.Environ()))
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		moved := false
-		for _, tv := range tokenVars() {
-			if k == tv.name {
-				if v != "" {
-					fmt.Fprintf(&lines, "%s=%s\n", tv.role, v)
-				}
-				moved = true
-			}
+	env, lines := takeTokenVars(os.Environ())
+	if lines != "" {
+		fd, err := tokenPipe(lines)
+		if err != nil {
+			return fmt.Errorf("init: %w", err)
 		}
-		if !moved && k != tokensFDVar {
-			env = append(env, kv)
-		}
-	}
-	if lines.Len() > 0 {
-		var p [2]int
-		if err := syscall.Pipe(p[:]); err != nil {
-			return fmt.Errorf("init: a pipe for the tokens: %w", err)
-		}
-		// A few tokens fit the pipe's buffer (64 KiB), so the write does
-		// not wait for a reader.
-		if _, err := syscall.Write(p[1], []byte(lines.String())); err != nil {
-			return fmt.Errorf("init: write the tokens: %w", err)
-		}
-		syscall.Close(p[1])
 		// Dup2 leaves the copy without close-on-exec: it survives the exec
 		// of the command and of deskenv after it.
-		if err := syscall.Dup2(p[0], tokensFD); err != nil {
+		if err := syscall.Dup2(fd, tokensFD); err != nil {
 			return fmt.Errorf("init: move the tokens to descriptor %d: %w", tokensFD, err)
 		}
-		if p[0] != tokensFD {
-			syscall.Close(p[0])
+		if fd != tokensFD {
+			syscall.Close(fd)
 		}
 		env = append(env, tokensFDVar+"="+strconv.Itoa(tokensFD))
 	}
 	return fmt.Errorf("init: run %s: %w", path, syscall.Exec(path, args, env))
+}
+
+// takeTokenVars takes the token variables out of environ: the rest, and
+// the tokens as ROLE=TOKEN lines. An old DESKENV_TOKENS_FD goes too.
+func takeTokenVars(environ []string) (env []string, lines string) {
+	roles := map[string]auth.Role{}
+	for _, tv := range tokenVars() {
+		roles[tv.name] = tv.role
+	}
+	var b strings.Builder
+	for _, kv := range environ {
+		k, v, _ := strings.Cut(kv, "=")
+		role, isToken := roles[k]
+		switch {
+		case isToken && v != "":
+			fmt.Fprintf(&b, "%s=%s\n", role, v)
+		case !isToken && k != tokensFDVar:
+			env = append(env, kv)
+		}
+	}
+	return env, b.String()
 }
 
 // readTokensFD takes the tokens `deskenv init` left on a descriptor, once,

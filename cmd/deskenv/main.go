@@ -89,45 +89,14 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := cfg.logger(stderr)
 	quietXGB(log)
-	var srvApp interface {
-		Handler() http.Handler
-		Close() error
+	app, err := startAppliance(ctx, cfg, log)
+	if err != nil {
+		return err
 	}
-	local := false
-	display := ""
-	if cfg.Desktops > 1 {
-		p, err := appliance.NewPool(ctx, cfg.Config, log)
-		if err != nil {
-			return err
-		}
-		srvApp, local, display = p, p.Local(), fmt.Sprintf("%d desktops", p.Len())
-	} else {
-		a, err := appliance.New(ctx, cfg.Config, log)
-		if err != nil {
-			return err
-		}
-		srvApp, local, display = a, a.Local(), a.DisplayName()
-	}
-	defer srvApp.Close()
+	defer app.Close()
 
-	addr := cfg.Addr
-	if addr == "" {
-		// Without tokens anyone who reaches the port may drive the desktop:
-		// only this machine may, unless the operator says otherwise.
-		addr = "127.0.0.1:8080"
-		if !local {
-			addr = ":8080"
-		}
-	}
-	if local && !isLoopback(addr) {
-		log.Warn("no tokens configured and listening beyond this machine: anyone who reaches the port can drive the desktop", "addr", addr)
-	}
-	if len(cfg.tokenFlags) > 0 && !isLoopback(addr) {
-		// Any local user (and the desktop's own programs) can read a
-		// process's command line; variables and files are not on display.
-		log.Warn("tokens given as flags can be read by anyone on this machine in the process list: use DESKENV_AGENT_TOKEN, DESKENV_OPERATOR_TOKEN and DESKENV_VIEWER_TOKEN, or --tokens-file, instead",
-			"flags", strings.Join(cfg.tokenFlags, ","), "addr", addr)
-	}
+	addr := listenAddr(cfg, app.local)
+	warnExposure(cfg, addr, app.local, log)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set another with --addr): %w", addr, err)
@@ -136,14 +105,14 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 	// backlog instead of taking a file descriptor each. Idle ones are
 	// closed after --idle-timeout, so waiting ones get their turn.
 	ln = netutil.LimitListener(ln, cfg.MaxConns)
-	srv := newServer(cfg, srvApp.Handler())
+	srv := newServer(cfg, app.Handler())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	where := displayAddr(ln.Addr().String())
 	if cfg.Desktops > 1 {
-		log.Info("deskenv is ready", "url", "http://"+where+"/", "leases", "http://"+where+"/leases", "mcp", "http://"+where+"/d/{i}/mcp", "display", display)
+		log.Info("deskenv is ready", "url", "http://"+where+"/", "leases", "http://"+where+"/leases", "mcp", "http://"+where+"/d/{i}/mcp", "display", app.display)
 	} else {
-		log.Info("deskenv is ready", "url", "http://"+where+"/", "mcp", "http://"+where+"/mcp", "display", display)
+		log.Info("deskenv is ready", "url", "http://"+where+"/", "mcp", "http://"+where+"/mcp", "display", app.display)
 	}
 
 	select {
@@ -158,6 +127,67 @@ func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("HTTP shutdown", "err", err)
 	}
 	return nil
+}
+
+// served is what serveCmd serves: one desktop or a pool of them, whether
+// it has tokens, and its display(s) for the ready line.
+type served struct {
+	handlerCloser
+	local   bool
+	display string
+}
+
+// handlerCloser is an appliance.Desktop or an appliance.Pool.
+type handlerCloser interface {
+	Handler() http.Handler
+	Close() error
+}
+
+// startAppliance starts a pool with --desktops above 1, else one desktop.
+func startAppliance(ctx context.Context, cfg config, log *slog.Logger) (served, error) {
+	if cfg.Desktops > 1 {
+		p, err := appliance.NewPool(ctx, cfg.Config, log)
+		if err != nil {
+			return served{}, err
+		}
+		return served{p, p.Local(), fmt.Sprintf("%d desktops", p.Len())}, nil
+	}
+	a, err := appliance.New(ctx, cfg.Config, log)
+	if err != nil {
+		return served{}, err
+	}
+	return served{a, a.Local(), a.DisplayName()}, nil
+}
+
+// listenAddr is --addr, or :8080. Without tokens anyone who reaches the
+// port may drive the desktop: only this machine may, unless the operator
+// says otherwise.
+func listenAddr(cfg config, local bool) string {
+	switch {
+	case cfg.Addr != "":
+		return cfg.Addr
+	case local:
+		return "127.0.0.1:8080"
+	default:
+		return ":8080"
+	}
+}
+
+// warnExposure says loudly when the appliance can be driven, or its tokens
+// read, by more than its operator meant.
+func warnExposure(cfg config, addr string, local bool, log *slog.Logger) {
+	if isLoopback(addr) {
+		return
+	}
+	if local {
+		log.Warn("no tokens configured and listening beyond this machine: anyone who reaches the port can drive the desktop", "addr", addr)
+	}
+	if len(cfg.tokenFlags) > 0 {
+		// Any local user (and the desktop's own programs) can read a
+		// process's command line; variables and files are not on display.
+		log.Warn("tokens given as flags can be read by anyone on this machine in the process list: use DESKENV_AGENT_TOKEN, DESKENV_OPERATOR_TOKEN and DESKENV_VIEWER_TOKEN, or --tokens-file, instead",
+			"flags", strings.Join(cfg.tokenFlags, ","), "addr", addr)
+	}
 }
 
 // newServer is the appliance's HTTP server. Headers must arrive within

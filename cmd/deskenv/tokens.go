@@ -80,16 +80,10 @@ func reexecWithoutTokens(args []string) error {
 	if _, ok := os.LookupEnv(tokensFDVar); ok {
 		return fmt.Errorf("tokens given both as flags (%s) and on %s: give them one way", strings.Join(flags, ", "), tokensFDVar)
 	}
-	var p [2]int
-	if err := syscall.Pipe(p[:]); err != nil {
-		return fmt.Errorf("a pipe for the tokens: %w", err)
+	fd, err := tokenPipe(lines)
+	if err != nil {
+		return err
 	}
-	// A few tokens fit the pipe's buffer: the write does not wait for the
-	// reader, which is the process this one becomes.
-	if _, err := syscall.Write(p[1], []byte(lines)); err != nil {
-		return fmt.Errorf("write the tokens: %w", err)
-	}
-	syscall.Close(p[1])
 	env := os.Environ()
 	// A flag wins over its variable: the variable must not come back
 	// through the environment and win over the pipe.
@@ -97,14 +91,29 @@ func reexecWithoutTokens(args []string) error {
 		env = envWithout(env, envName(strings.TrimPrefix(f, "--")))
 	}
 	env = append(envWithout(envWithout(env, tokensFDVar), scrubbedFlagsVar),
-		tokensFDVar+"="+strconv.Itoa(p[0]), scrubbedFlagsVar+"="+strings.Join(flags, ","))
+		tokensFDVar+"="+strconv.Itoa(fd), scrubbedFlagsVar+"="+strings.Join(flags, ","))
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	// syscall.Pipe's descriptors are not close-on-exec: the read end
-	// survives the exec.
 	return fmt.Errorf("run deskenv again without the token flags: %w", syscall.Exec(exe, append([]string{os.Args[0]}, rest...), env))
+}
+
+// tokenPipe writes lines to a new pipe and returns its read end, which
+// survives an exec (syscall.Pipe's descriptors are not close-on-exec). A
+// few tokens fit the pipe's buffer (64 KiB), so the write does not wait for
+// the reader, which is the process this one becomes.
+func tokenPipe(lines string) (int, error) {
+	var p [2]int
+	if err := syscall.Pipe(p[:]); err != nil {
+		return 0, fmt.Errorf("a pipe for the tokens: %w", err)
+	}
+	defer syscall.Close(p[1])
+	if _, err := syscall.Write(p[1], []byte(lines)); err != nil {
+		syscall.Close(p[0])
+		return 0, fmt.Errorf("write the tokens: %w", err)
+	}
+	return p[0], nil
 }
 
 // scrubbedTokenFlags are the token flags an earlier exec of deskenv took off
