@@ -43,9 +43,12 @@ type Capturer struct {
 	log  *slog.Logger
 	seed maphash.Seed
 
+	f      *display.Follower // the capture's own connection
 	mu     sync.Mutex
-	gen    uint64
+	gen    uint64 // the Follower's generation the segment is attached on; 0: none
+	stale  bool   // a capture failed: prepare again
 	conn   *xgb.Conn
+	root   xproto.Window
 	useSHM bool
 	seg    shm.Seg
 	shmID  int
@@ -58,36 +61,40 @@ type Capturer struct {
 // NewCapturer prepares capture on d. The shared-memory segment is made on the
 // first capture and kept until Close or until the display restarts.
 func NewCapturer(d *display.Display) (*Capturer, error) {
-	c := &Capturer{d: d, log: d.Logger(), seed: maphash.MakeSeed(), shmID: -1}
+	c := &Capturer{d: d, log: d.Logger(), seed: maphash.MakeSeed(), shmID: -1, f: d.Follow(display.DropEvents)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.prepare(); err != nil {
+	if err := c.prepare(context.Background()); err != nil {
+		c.f.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// prepare (re)binds to the display's current connection and size. Called
-// with c.mu held.
-func (c *Capturer) prepare() error {
+// prepare (re)binds to the current connection of the Follower and the
+// display's size, attaching a segment on a new connection. Called with c.mu
+// held.
+func (c *Capturer) prepare(ctx context.Context) error {
 	if c.closed {
 		return errors.New("capturer is closed")
 	}
-	conn := c.d.Conn()
-	if conn == nil {
+	if c.d.Conn() == nil {
 		return fmt.Errorf("display %s is down", c.d.Name())
 	}
-	gen := c.d.Generation()
+	conn, gen, err := c.f.Get(ctx)
+	if err != nil {
+		return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+	}
 	w, h := c.d.Size()
-	if conn == c.conn && gen == c.gen && w == c.w && h == c.h {
+	if gen == c.gen && !c.stale && w == c.w && h == c.h {
 		return nil
 	}
 	c.release()
-	scr := c.d.Screen()
+	scr := xproto.Setup(conn).DefaultScreen(conn)
 	if scr.RootDepth != 24 && scr.RootDepth != 32 {
 		return fmt.Errorf("display %s has depth %d: capture supports 24-bit displays (start Xvfb with depth 24)", c.d.Name(), scr.RootDepth)
 	}
-	c.conn, c.gen, c.w, c.h = conn, gen, w, h
+	c.conn, c.gen, c.root, c.w, c.h, c.stale = conn, gen, scr.Root, w, h, false
 	c.useSHM = false
 	if err := c.attachSHM(); err != nil {
 		if !c.warned {
@@ -137,7 +144,7 @@ func (c *Capturer) release() {
 	if c.shmBuf == nil {
 		return
 	}
-	if c.conn != nil && c.conn == c.d.Conn() {
+	if _, gen, ok := c.f.Current(); ok && gen == c.gen {
 		shm.Detach(c.conn, c.seg)
 	}
 	unix.SysvShmDetach(c.shmBuf)
@@ -161,7 +168,7 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.prepare(); err != nil {
+	if err := c.prepare(ctx); err != nil {
 		return err
 	}
 	n := c.w * c.h * 4
@@ -178,7 +185,7 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 		if restored, rerr := c.d.RestoreSize(ctx); rerr != nil {
 			return fmt.Errorf("capture screen of %s: the screen changed size and could not be restored: %w", c.d.Name(), rerr)
 		} else if restored {
-			if err = c.prepare(); err == nil {
+			if err = c.prepare(ctx); err == nil {
 				err = c.grab(f.Pix)
 			}
 		}
@@ -195,27 +202,36 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 // The caller holds c.mu and has prepared c.
 func (c *Capturer) grab(pix []byte) error {
 	n := len(pix)
-	root := xproto.Drawable(c.d.Root())
+	root := xproto.Drawable(c.root)
 	if c.useSHM {
 		_, err := shm.GetImage(c.conn, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff, xproto.ImageFormatZPixmap, c.seg, 0).Reply()
 		if err != nil {
-			// The server may have restarted between prepare and now.
-			c.gen = 0
-			return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+			return c.failed(err)
 		}
 		copy(pix, c.shmBuf[:n])
 		return nil
 	}
 	reply, err := xproto.GetImage(c.conn, xproto.ImageFormatZPixmap, root, 0, 0, uint16(c.w), uint16(c.h), 0xffffffff).Reply()
 	if err != nil {
-		c.gen = 0
-		return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
+		return c.failed(err)
 	}
 	if len(reply.Data) < n {
 		return fmt.Errorf("capture screen of %s: got %d bytes, want %d", c.d.Name(), len(reply.Data), n)
 	}
 	copy(pix, reply.Data[:n])
 	return nil
+}
+
+// failed makes the next capture prepare again after grab's err: on the same
+// connection after an X error (a resize), on a new one when the connection
+// broke (the server may have restarted between prepare and now).
+func (c *Capturer) failed(err error) error {
+	var xerr xgb.Error
+	if !errors.As(err, &xerr) {
+		c.f.Drop(c.gen)
+	}
+	c.stale = true
+	return fmt.Errorf("capture screen of %s: %w", c.d.Name(), err)
 }
 
 // UsesSHM reports whether captures go through shared memory.
@@ -231,7 +247,7 @@ func (c *Capturer) Close() error {
 	defer c.mu.Unlock()
 	c.release()
 	c.closed = true
-	return nil
+	return c.f.Close()
 }
 
 // StripeHashes hashes every band of rows rows (the last may be shorter), so a
