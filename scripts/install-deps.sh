@@ -6,14 +6,14 @@
 #   scripts/install-deps.sh [build] [runtime] [test] [all]
 set -euo pipefail
 
-build=(gcc libc6-dev pkg-config libx264-dev libyuv-dev)
+build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
 # runtime is also what the image ships: xfonts-base holds the X core fonts xterm
 # draws with, fonts-liberation the metric-compatible Arial/Times/Courier web
 # pages ask for, tini the PID 1 that reaps the desktop's orphans in a container.
 # libcap2-bin's setcap gives the deskenv binary the capabilities it needs to
 # run the desktop as a user of its own (docs/DEPLOY.md).
 runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
-         fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libyuv0 libcap2-bin)
+         fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libvpx7 libyuv0 libcap2-bin)
 test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
 
 want=()

@@ -226,77 +226,68 @@ type H264Encoder struct {
 	forceK atomic.Bool
 }
 
-// NewH264Encoder opens an encoder. Sizes must be even: 4:2:0 has one chroma
-// sample per 2x2 pixels, and x264 will not guess whether to crop or pad, so
-// neither does this; the caller picks its video size.
+// NewH264Encoder opens an encoder. Sizes must be even (see pictureLimits).
 func NewH264Encoder(opt H264Options) (*H264Encoder, error) {
-	if opt.FPS == 0 {
-		opt.FPS = 30
-	}
-	if opt.BitrateKbps == 0 {
-		opt.BitrateKbps = 4000
-	}
-	if opt.Preset == "" {
-		opt.Preset = "ultrafast"
-	}
-	if opt.Threads == 0 {
-		opt.Threads = 1
-	}
-	if opt.Slices == 0 {
-		opt.Slices = opt.Threads
-	}
-	switch {
-	case opt.Width < 16 || opt.Height < 16 || opt.Width > 4096 || opt.Height > 4096:
-		return nil, fmt.Errorf("H.264 picture size %dx%d is out of range: width and height must be 16 to 4096", opt.Width, opt.Height)
-	case opt.Width%2 != 0 || opt.Height%2 != 0:
-		return nil, fmt.Errorf("H.264 picture size %dx%d must have even width and height (4:2:0 chroma); round the video size down", opt.Width, opt.Height)
-	case opt.FPS < 1 || opt.FPS > 120:
-		return nil, fmt.Errorf("H.264 frame rate %d is out of range 1 to 120", opt.FPS)
-	case opt.BitrateKbps < 50 || opt.BitrateKbps > 200000:
-		return nil, fmt.Errorf("H.264 bitrate %d kbit/s is out of range 50 to 200000", opt.BitrateKbps)
-	case opt.Threads < 1 || opt.Threads > 4:
-		return nil, fmt.Errorf("H.264 encoder threads %d is out of range 1 to 4", opt.Threads)
-	case opt.Slices < 1 || opt.Slices > 4:
-		return nil, fmt.Errorf("H.264 slices per frame %d is out of range 1 to 4 (Chromium's decoder misbehaves with more)", opt.Slices)
-	case opt.Threads > 1 && opt.Slices != opt.Threads:
-		return nil, fmt.Errorf("H.264 slices per frame %d with %d threads: x264 codes exactly one slice per thread, so set Slices to %d or use 1 thread", opt.Slices, opt.Threads, opt.Threads)
-	}
-	if !knownPreset(opt.Preset) {
-		return nil, fmt.Errorf("unknown x264 preset %q (use one of %s; ultrafast or superfast for live video)", opt.Preset, strings.Join(presets(), ", "))
+	opt = opt.withDefaults()
+	if err := opt.check(); err != nil {
+		return nil, err
 	}
 	level, err := Level(opt.Width, opt.Height, opt.FPS)
 	if err != nil {
 		return nil, err
 	}
-	log := opt.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	c := C.dk_new()
 	if c == nil {
 		return nil, errors.New("H.264 encoder: out of memory")
 	}
-	e := &H264Encoder{c: c, opt: opt, level: level, log: log}
-	preset := C.CString(opt.Preset)
-	defer C.free(unsafe.Pointer(preset))
-	r := C.dk_open(c, preset, C.int(opt.Width), C.int(opt.Height), C.int(opt.FPS), C.int(opt.BitrateKbps),
-		C.int(opt.Threads), C.int(opt.Slices), C.int(level))
-	msg := e.takeLog()
-	if r != 0 {
+	e := &H264Encoder{c: c, opt: opt, level: level, log: orDefault(opt.Logger, slog.Default())}
+	if err := e.open(); err != nil {
 		C.dk_free(c)
-		if msg == "" {
-			msg = fmt.Sprintf("code %d", int(r))
-		}
-		return nil, fmt.Errorf("x264 refused %dx%d at %d fps, %d kbit/s, preset %s: %s", opt.Width, opt.Height, opt.FPS, opt.BitrateKbps, opt.Preset, msg)
-	}
-	if msg != "" {
-		log.Warn("x264", "message", msg)
+		return nil, err
 	}
 	if p := e.paramsLocked(); p.Slices > 4 || p.BFrames != 0 || p.MaxDelayed != 0 {
 		e.Close()
 		return nil, fmt.Errorf("x264 changed the settings beyond what live video allows: %+v", p)
 	}
 	return e, nil
+}
+
+func (o H264Options) withDefaults() H264Options {
+	o.FPS = orDefault(o.FPS, 30)
+	o.BitrateKbps = orDefault(o.BitrateKbps, 4000)
+	o.Preset = orDefault(o.Preset, "ultrafast")
+	o.Threads = orDefault(o.Threads, 1)
+	o.Slices = orDefault(o.Slices, o.Threads)
+	return o
+}
+
+// check refuses options x264 would refuse or that live video cannot use.
+func (o H264Options) check() error {
+	limits := append(pictureLimits("H.264", o.Width, o.Height, o.FPS, o.BitrateKbps),
+		limit{o.Threads < 1 || o.Threads > 4, fmt.Sprintf("H.264 encoder threads %d is out of range 1 to 4", o.Threads)},
+		limit{o.Slices < 1 || o.Slices > 4, fmt.Sprintf("H.264 slices per frame %d is out of range 1 to 4 (Chromium's decoder misbehaves with more)", o.Slices)},
+		limit{o.Threads > 1 && o.Slices != o.Threads, fmt.Sprintf("H.264 slices per frame %d with %d threads: x264 codes exactly one slice per thread, so set Slices to %d or use 1 thread", o.Slices, o.Threads, o.Threads)},
+		limit{!knownPreset(o.Preset), fmt.Sprintf("unknown x264 preset %q (use one of %s; ultrafast or superfast for live video)", o.Preset, strings.Join(presets(), ", "))},
+	)
+	return firstFailure(limits)
+}
+
+// open hands the settings to x264; its warnings go to the log, its reason
+// for refusing into the error.
+func (e *H264Encoder) open() error {
+	opt := e.opt
+	preset := C.CString(opt.Preset)
+	defer C.free(unsafe.Pointer(preset))
+	r := C.dk_open(e.c, preset, C.int(opt.Width), C.int(opt.Height), C.int(opt.FPS), C.int(opt.BitrateKbps),
+		C.int(opt.Threads), C.int(opt.Slices), C.int(e.level))
+	msg := e.takeLog()
+	if r != 0 {
+		return fmt.Errorf("x264 refused %dx%d at %d fps, %d kbit/s, preset %s: %s", opt.Width, opt.Height, opt.FPS, opt.BitrateKbps, opt.Preset, orDefault(msg, fmt.Sprintf("code %d", int(r))))
+	}
+	if msg != "" {
+		e.log.Warn("x264", "message", msg)
+	}
+	return nil
 }
 
 func presets() []string {
@@ -373,12 +364,8 @@ func (e *H264Encoder) ForceKeyframe() { e.forceK.Store(true) }
 // passed through to x264 at microsecond resolution; pass the real capture
 // time so skipped frames leave a gap.
 func (e *H264Encoder) Encode(frame *I420, pts time.Duration) (nals []byte, keyframe bool, err error) {
-	if err := frame.check(); err != nil {
-		return nil, false, fmt.Errorf("H.264 encode: %w", err)
-	}
-	if frame.Width != e.opt.Width || frame.Height != e.opt.Height {
-		return nil, false, fmt.Errorf("H.264 encode: picture is %dx%d but the encoder was opened for %dx%d",
-			frame.Width, frame.Height, e.opt.Width, e.opt.Height)
+	if err := checkFrame("H.264", frame, e.opt.Width, e.opt.Height); err != nil {
+		return nil, false, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -411,8 +398,8 @@ func (e *H264Encoder) Encode(frame *I420, pts time.Duration) (nals []byte, keyfr
 // SetBitrate changes the target bitrate (and with it the VBV) from the next
 // picture on; Params shows the change once that picture is encoded.
 func (e *H264Encoder) SetBitrate(kbps int) error {
-	if kbps < 50 || kbps > 200000 {
-		return fmt.Errorf("H.264 bitrate %d kbit/s is out of range 50 to 200000", kbps)
+	if err := checkBitrate("H.264", kbps); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,5 +1,6 @@
 // Package codec wraps the C libraries the video path needs: libyuv for colour
-// conversion and scaling, libx264 for H.264. The wrappers are thin on purpose:
+// conversion and scaling, libx264 for H.264, libvpx for VP8, each encoder behind
+// one Encoder interface and one Codec descriptor. The wrappers are thin on purpose:
 // pictures are Go memory handed to C only for the length of a call, and
 // nothing C hands back outlives a call without being copied.
 //
