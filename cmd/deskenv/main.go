@@ -43,34 +43,13 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
-	}
+	name, args := subcommand(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var err error
-	switch cmd {
-	case "serve":
-		err = serveCmd(ctx, args, stderr)
-	case "mcp":
-		err = mcpCmd(ctx, args, stdin, stdout, stderr)
-	case "health":
-		err = healthCmd(ctx, args, stderr)
-	case "export":
-		err = exportCmd(ctx, args, stdout, stderr)
-	case "replay":
-		err = replayCmd(ctx, args, stdout, stderr)
-	case "init":
-		err = initCmd(args)
-	case "version":
-		fmt.Fprintln(stdout, "deskenv", version)
-	case "help":
-		_, fs, _ := parseConfig("deskenv", nil, stderr)
-		usage(fs, stdout)
-	default:
-		err = fmt.Errorf("unknown command %q (try: deskenv --help)", cmd)
+	err := fmt.Errorf("unknown command %q (try: deskenv --help)", name)
+	if cmd, ok := commands()[name]; ok {
+		err = cmd(ctx, args, stdin, stdout, stderr)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -80,6 +59,49 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// subcommand splits the subcommand's name off args: serve when the first
+// argument is a flag or there is none.
+func subcommand(args []string) (name string, rest []string) {
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		return args[0], args[1:]
+	}
+	return "serve", args
+}
+
+// command is one subcommand of deskenv.
+type command func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error
+
+// commands are deskenv's subcommands by name (usage lists them).
+func commands() map[string]command {
+	return map[string]command{
+		"serve": func(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+			return serveCmd(ctx, args, stderr)
+		},
+		"mcp": mcpCmd,
+		"health": func(ctx context.Context, args []string, _ io.Reader, _, stderr io.Writer) error {
+			return healthCmd(ctx, args, stderr)
+		},
+		"export": func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+			return exportCmd(ctx, args, stdout, stderr)
+		},
+		"replay": func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+			return replayCmd(ctx, args, stdout, stderr)
+		},
+		"init": func(_ context.Context, args []string, _ io.Reader, _, _ io.Writer) error {
+			return initCmd(args)
+		},
+		"version": func(_ context.Context, _ []string, _ io.Reader, stdout, _ io.Writer) error {
+			_, err := fmt.Fprintln(stdout, "deskenv", version)
+			return err
+		},
+		"help": func(_ context.Context, _ []string, _ io.Reader, stdout, stderr io.Writer) error {
+			_, fs, _ := parseConfig("deskenv", nil, stderr)
+			usage(fs, stdout)
+			return nil
+		},
+	}
 }
 
 func serveCmd(ctx context.Context, args []string, stderr io.Writer) error {

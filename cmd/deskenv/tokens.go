@@ -66,11 +66,7 @@ func scrubTokenArgs(args []string) (rest []string, lines string, flags []string)
 // (as from deskenv init, DESKENV_TOKENS_FD), read once at start. It returns
 // only when there is nothing to do or the exec failed.
 func reexecWithoutTokens(args []string) error {
-	cmd := "serve"
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		cmd = args[0]
-	}
-	if cmd != "serve" && cmd != "mcp" {
+	if cmd, _ := subcommand(args); cmd != "serve" && cmd != "mcp" {
 		return nil
 	}
 	rest, lines, flags := scrubTokenArgs(args)
