@@ -3,10 +3,11 @@ package display
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/jezek/xgb"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // ErrFollowerClosed is returned by a Follower's Get after Close.
@@ -125,36 +126,10 @@ func (f *Follower) closeLocked() {
 
 // DialContext opens a new connection to the X display named name (such as
 // ":5"), giving up when ctx ends: connecting to a server that is stopped
-// succeeds at the socket level and then hangs in the handshake, so a dial
-// that ctx abandoned is closed once it completes. The caller closes the
-// connection.
+// succeeds at the socket level and then hangs in the handshake. The caller
+// closes the connection.
 func DialContext(ctx context.Context, name string) (*xgb.Conn, error) {
-	if name == "" {
-		return nil, errors.New("no X display named (want one such as \":5\")")
-	}
-	type result struct {
-		c   *xgb.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := xgb.NewConnDisplay(name)
-		ch <- result{c, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("connect to display %s: %w", name, r.err)
-		}
-		return r.c, nil
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, fmt.Errorf("connect to display %s: the X server did not answer: %w", name, ctx.Err())
-	}
+	return xext.Dial(ctx, name)
 }
 
 // drainEvents reads and drops c's events and errors until it closes.

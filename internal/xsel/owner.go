@@ -11,6 +11,8 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // closeWait bounds how long Close waits for the X server to release the
@@ -111,6 +113,25 @@ func (o *Owner) Close() error {
 	return nil
 }
 
+// Holds reports whether win is the window through which this Owner holds
+// (or last held) the selection on its live connection, so a client watching
+// the selection's owner (XFIXES) can tell its own Set from another
+// program's.
+func (o *Owner) Holds(win xproto.Window) bool {
+	o.mu.Lock()
+	oc := o.conn
+	o.mu.Unlock()
+	if oc == nil || win == xproto.WindowNone {
+		return false
+	}
+	select {
+	case <-oc.done:
+		return false
+	default:
+		return oc.win == win
+	}
+}
+
 // connection returns the live connection, dialling a new one when there is
 // none or the last one broke (the X server restarted, say).
 func (o *Owner) connection(ctx context.Context) (*ownerConn, error) {
@@ -130,7 +151,7 @@ func (o *Owner) connection(ctx context.Context) (*ownerConn, error) {
 			return oc, nil
 		}
 	}
-	c, err := dial(ctx, o.display)
+	c, err := xext.Dial(ctx, o.display)
 	if err != nil {
 		return nil, err
 	}

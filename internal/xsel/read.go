@@ -8,6 +8,8 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // Read returns the text of selection sel ("CLIPBOARD", "PRIMARY" or
@@ -28,7 +30,7 @@ func Read(ctx context.Context, display, sel string, maxBytes int) (string, error
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	c, err := dial(ctx, display)
+	c, err := xext.Dial(ctx, display)
 	if err != nil {
 		return "", fmt.Errorf("read the %s selection: %w", name, err)
 	}

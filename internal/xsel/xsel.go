@@ -57,38 +57,6 @@ func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, DefaultTimeout)
 }
 
-// dial connects to display, giving up when ctx ends: connecting to a server
-// that is stopped succeeds at the socket level and then hangs in the
-// handshake.
-func dial(ctx context.Context, display string) (*xgb.Conn, error) {
-	if display == "" {
-		return nil, errors.New("no X display named (want one such as \":5\")")
-	}
-	type result struct {
-		c   *xgb.Conn
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		c, err := xgb.NewConnDisplay(display)
-		ch <- result{c, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("connect to display %s: %w", display, r.err)
-		}
-		return r.c, nil
-	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
-		return nil, fmt.Errorf("connect to display %s: the X server did not answer: %w", display, ctx.Err())
-	}
-}
-
 // InternAtoms interns names in one round trip.
 func InternAtoms(c *xgb.Conn, names ...string) (map[string]xproto.Atom, error) {
 	cookies := make([]xproto.InternAtomCookie, len(names))
