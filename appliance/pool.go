@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -193,81 +194,106 @@ type leaseRequest struct {
 
 // take leases a free desktop, freshly reset (into a task if asked).
 func (p *Pool) take(w http.ResponseWriter, r *http.Request) {
+	req, err := readLeaseRequest(r.Body) // bounded by the door (maxLeaseBody)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	l := p.reserve()
+	if l == nil {
+		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("all %d desktops are leased: release one with DELETE /leases/{id}", len(p.apps)))
+		return
+	}
+	status, err := p.prepare(r.Context(), l, req)
+	if errors.Is(err, errAbandoned) {
+		// Nobody will learn this lease's id: the desktop goes back to the
+		// pool, no token minted.
+		p.free(l.Desktop)
+		p.log.Info("lease abandoned by its client during the reset; desktop back in the pool", "desktop", l.Desktop)
+		return
+	}
+	if err != nil {
+		p.free(l.Desktop)
+		writeErr(w, status, err.Error())
+		return
+	}
+	p.mu.Lock()
+	p.leases[l.ID] = l
+	p.mu.Unlock()
+	p.log.Info("desktop leased", "lease", l.ID, "desktop", l.Desktop, "task", req.TaskID)
+	writeJSONTo(w, http.StatusCreated, l)
+}
+
+// readLeaseRequest reads a lease request: empty, or a task id and a seed.
+func readLeaseRequest(body io.Reader) (leaseRequest, error) {
 	var req leaseRequest
-	body, err := io.ReadAll(r.Body) // bounded by the door (maxLeaseBody)
-	if err == nil && len(body) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(body))
+	b, err := io.ReadAll(body)
+	if err == nil && len(b) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
 		err = dec.Decode(&req)
 	}
 	if err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("lease request body: %v (want {\"task_id\"?: string, \"seed\"?: int})", err))
-		return
+		return req, fmt.Errorf("lease request body: %v (want {\"task_id\"?: string, \"seed\"?: int})", err)
 	}
 	if req.Seed != nil && *req.Seed < 0 {
 		// As POST /api/reset: a seed is an integer >= 0.
-		writeErr(w, http.StatusBadRequest, fmt.Sprintf("lease request: seed %d is negative: use an integer >= 0", *req.Seed))
-		return
+		return req, fmt.Errorf("lease request: seed %d is negative: use an integer >= 0", *req.Seed)
 	}
+	return req, nil
+}
+
+// reserve holds a free desktop for a new lease while it resets; nil when
+// every desktop is leased.
+func (p *Pool) reserve() *lease {
 	p.mu.Lock()
-	idx := -1
-	for i, id := range p.busy {
-		if id == "" {
-			idx = i
-			break
-		}
-	}
+	defer p.mu.Unlock()
+	idx := slices.Index(p.busy, "")
 	if idx < 0 {
-		p.mu.Unlock()
-		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("all %d desktops are leased: release one with DELETE /leases/{id}", len(p.apps)))
-		return
+		return nil
 	}
 	l := &lease{ID: newToken()[:16], Desktop: idx, Since: time.Now()}
-	p.busy[idx] = l.ID // reserved while it resets
-	p.mu.Unlock()
+	p.busy[idx] = l.ID
+	return l
+}
 
-	ep, err := p.apps[idx].control.Reset(r.Context(), control.ResetRequest{TaskID: req.TaskID, Seed: req.Seed})
+// free puts desktop idx back in the pool.
+func (p *Pool) free(idx int) {
+	p.mu.Lock()
+	p.busy[idx] = ""
+	p.mu.Unlock()
+}
+
+// errAbandoned is a lease whose client went away while its desktop was
+// reset (the reset ran to its end all the same).
+var errAbandoned = errors.New("lease abandoned by its client during the reset")
+
+// prepare resets l's desktop for it (into req's task) and mints the
+// lease's agent token; on error, the status to answer with.
+func (p *Pool) prepare(ctx context.Context, l *lease, req leaseRequest) (int, error) {
+	a := p.apps[l.Desktop]
+	ep, err := a.control.Reset(ctx, control.ResetRequest{TaskID: req.TaskID, Seed: req.Seed})
 	if err != nil {
-		p.mu.Lock()
-		p.busy[idx] = ""
-		p.mu.Unlock()
 		status := http.StatusInternalServerError
 		if errors.Is(err, control.ErrUnknownTask) {
 			status = http.StatusNotFound
 		}
-		writeErr(w, status, fmt.Sprintf("reset desktop %d for the lease: %v", idx, err))
-		return
+		return status, fmt.Errorf("reset desktop %d for the lease: %w", l.Desktop, err)
 	}
-	if r.Context().Err() != nil {
-		// The client went away while the desktop was reset (the reset
-		// ran to its end all the same): nobody will learn this lease's
-		// id, so the desktop goes back to the pool, no token minted.
-		p.mu.Lock()
-		p.busy[idx] = ""
-		p.mu.Unlock()
-		p.log.Info("lease abandoned by its client during the reset; desktop back in the pool", "desktop", idx)
-		return
+	if ctx.Err() != nil {
+		return 0, errAbandoned
 	}
-	base := "/d/" + strconv.Itoa(idx)
-	l.Base, l.MCP, l.Page, l.Control = base+"/", base+"/mcp", base+"/", base+"/api/"
-	if !p.local {
-		// A token of the lease's own, valid on its desktop until the lease
-		// ends: the next lessee of this desktop gets another.
-		l.AgentToken, l.revoke, err = p.apps[idx].seat.auth.Grant(auth.RoleAgent)
-		if err != nil {
-			p.mu.Lock()
-			p.busy[idx] = ""
-			p.mu.Unlock()
-			writeErr(w, http.StatusInternalServerError, fmt.Sprintf("mint the lease's agent token: %v", err))
-			return
-		}
+	base := "/d/" + strconv.Itoa(l.Desktop)
+	l.Base, l.MCP, l.Page, l.Control, l.Episode = base+"/", base+"/mcp", base+"/", base+"/api/", ep
+	if p.local {
+		return 0, nil
 	}
-	l.Episode = ep
-	p.mu.Lock()
-	p.leases[l.ID] = l
-	p.mu.Unlock()
-	p.log.Info("desktop leased", "lease", l.ID, "desktop", idx, "task", req.TaskID)
-	writeJSONTo(w, http.StatusCreated, l)
+	// A token of the lease's own, valid on its desktop until the lease
+	// ends: the next lessee of this desktop gets another.
+	if l.AgentToken, l.revoke, err = a.seat.auth.Grant(auth.RoleAgent); err != nil {
+		return http.StatusInternalServerError, fmt.Errorf("mint the lease's agent token: %w", err)
+	}
+	return 0, nil
 }
 
 // give ends a lease: the desktop is reset and goes back to the pool.
@@ -293,9 +319,7 @@ func (p *Pool) give(w http.ResponseWriter, r *http.Request) {
 		l.revoke()
 	}
 	_, err := p.apps[l.Desktop].control.Reset(r.Context(), control.ResetRequest{})
-	p.mu.Lock()
-	p.busy[l.Desktop] = ""
-	p.mu.Unlock()
+	p.free(l.Desktop)
 	if err != nil {
 		p.log.Warn("reset after release failed", "desktop", l.Desktop, "err", err)
 		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("lease released, but resetting desktop %d failed: %v", l.Desktop, err))
