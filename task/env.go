@@ -16,9 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jezek/xgb"
-	"github.com/jezek/xgb/xproto"
-
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xsel"
 )
@@ -92,6 +89,7 @@ type DisplayEnv struct {
 	home       string
 	screenshot func(context.Context) (*image.RGBA, error)
 
+	f     *display.Follower // the env's X connection; nil without a display
 	mu    sync.Mutex
 	x     *xstate
 	procs []*Process
@@ -108,7 +106,11 @@ func NewEnv(d *display.Display, home string, screenshot func(context.Context) (*
 	if home == "" {
 		home, _ = os.UserHomeDir()
 	}
-	return &DisplayEnv{d: d, home: home, screenshot: screenshot}
+	e := &DisplayEnv{d: d, home: home, screenshot: screenshot}
+	if d != nil {
+		e.f = d.Follow(display.DropEvents)
+	}
+	return e
 }
 
 // Home is the desktop user's home directory.
@@ -390,11 +392,10 @@ func (e *DisplayEnv) Close() error {
 	defer cancel()
 	e.CloseLaunched(ctx)
 	e.mu.Lock()
-	x := e.x
 	e.x = nil
 	e.mu.Unlock()
-	if x != nil {
-		x.conn.Close()
+	if e.f != nil {
+		return e.f.Close()
 	}
 	return nil
 }
@@ -559,10 +560,3 @@ func expandArg(home, a string) string {
 }
 
 var _ Env = (*DisplayEnv)(nil)
-
-// xstate is the env's own X connection with the atoms it uses.
-type xstate struct {
-	conn  *xgb.Conn
-	gen   uint64
-	atoms map[string]xproto.Atom
-}

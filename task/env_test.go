@@ -20,6 +20,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xprobe"
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 // desk is a test desktop: an Xvfb (with openbox when asked), a home
@@ -174,7 +175,7 @@ func newOwner(t *testing.T, d *display.Display, selection string, answer func(c 
 	if err := xproto.CreateWindowChecked(c, 0, win, root, 0, 0, 1, 1, 0, xproto.WindowClassInputOnly, 0, 0, nil).Check(); err != nil {
 		t.Fatal(err)
 	}
-	atoms, err := internAtoms(c, selection)
+	atoms, err := xsel.InternAtoms(c, selection)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +284,7 @@ func xclip(selection, text string) func(t *testing.T, k *desk) {
 				t.Fatalf("xclip exited: %s", how)
 			}
 			c := k.d.Conn()
-			atoms, err := internAtoms(c, sel)
+			atoms, err := xsel.InternAtoms(c, sel)
 			if err != nil {
 				return false, err.Error()
 			}

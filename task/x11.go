@@ -7,57 +7,41 @@ import (
 	"fmt"
 	"image"
 	"math/bits"
-	"strings"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/internal/xsel"
+	"github.com/deskenv/deskenv/internal/xwin"
 )
 
-var envAtoms = []string{"_NET_CLIENT_LIST", "_NET_SUPPORTING_WM_CHECK", "_NET_WM_NAME", "UTF8_STRING"}
+// xstate is the env's own X connection with the window lister on it.
+type xstate struct {
+	conn   *xgb.Conn
+	gen    uint64 // the Follower's generation of conn
+	lister *xwin.Lister
+}
 
-// xconn returns the env's X connection, dialling a new one after the server
-// was restarted or the old one broke.
-func (e *DisplayEnv) xconn() (*xstate, error) {
-	gen := e.d.Generation()
+// xconn returns the env's X connection with its window lister, making a
+// new lister when the Follower hands out a new connection (the server was
+// restarted, or the last one broke).
+func (e *DisplayEnv) xconn(ctx context.Context) (*xstate, error) {
+	c, gen, err := e.f.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.x != nil && e.x.gen == gen {
 		return e.x, nil
 	}
-	if e.x != nil {
-		e.x.conn.Close()
-		e.x = nil
-	}
-	c, err := e.d.Dial()
+	l, err := xwin.NewLister(c)
 	if err != nil {
+		e.f.Drop(gen)
 		return nil, err
 	}
-	// Nothing here selects events, but X errors of unchecked requests still
-	// arrive as events; read them so xgb's queue never fills up.
-	go drainEvents(c)
-	atoms, err := internAtoms(c, envAtoms...)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	e.x = &xstate{conn: c, gen: gen, atoms: atoms}
+	e.x = &xstate{conn: c, gen: gen, lister: l}
 	return e.x, nil
-}
-
-func drainEvents(c *xgb.Conn) {
-	for {
-		ev, err := c.WaitForEvent()
-		if ev == nil && err == nil {
-			return
-		}
-	}
-}
-
-// internAtoms interns names in one round trip.
-func internAtoms(c *xgb.Conn, names ...string) (map[string]xproto.Atom, error) {
-	return xsel.InternAtoms(c, names...)
 }
 
 // withX runs f on the env's connection, giving up when ctx ends (the
@@ -69,7 +53,7 @@ func (e *DisplayEnv) withX(ctx context.Context, what string, f func(x *xstate) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	x, err := e.xconn()
+	x, err := e.xconn(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -91,177 +75,26 @@ func (e *DisplayEnv) withX(ctx context.Context, what string, f func(x *xstate) e
 	}
 }
 
-func (e *DisplayEnv) dropX(x *xstate) {
-	e.mu.Lock()
-	if e.x == x {
-		e.x = nil
-	}
-	e.mu.Unlock()
-	x.conn.Close()
-}
+// dropX closes x's connection, which ends requests still waiting on it,
+// so that the next xconn dials anew.
+func (e *DisplayEnv) dropX(x *xstate) { e.f.Drop(x.gen) }
 
-// Windows lists the top-level windows: those the window manager lists in
-// _NET_CLIENT_LIST, and the mapped children of the root window that carry a
-// title (every window when there is no window manager, and override-redirect
-// ones when there is). Without a client list, titled children of untitled
-// mapped root children count too (the clients a non-EWMH window manager
-// reparented into its frames).
+// Windows lists the top-level windows as internal/xwin does (the desktop's
+// reset lists them the same way): those the window manager lists in
+// _NET_CLIENT_LIST, and the viewable children of the root window that carry
+// WM_CLASS or a title, or the named windows inside an unnamed one (the
+// clients a window manager reparented into its frames).
 func (e *DisplayEnv) Windows(ctx context.Context) ([]Window, error) {
 	var out []Window
 	err := e.withX(ctx, "list windows", func(x *xstate) error {
-		var err error
-		out, err = x.windows()
+		ws, err := x.lister.Windows()
+		out = make([]Window, len(ws))
+		for i, w := range ws {
+			out[i] = Window{ID: w.ID, Title: w.Title, Instance: w.Instance, Class: w.Class}
+		}
 		return err
 	})
 	return out, err
-}
-
-func (x *xstate) windows() ([]Window, error) {
-	c := x.conn
-	root := xproto.Setup(c).DefaultScreen(c).Root
-	clientCk := xproto.GetProperty(c, false, root, x.atoms["_NET_CLIENT_LIST"], xproto.AtomWindow, 0, 1<<16)
-	wmCheckCk := xproto.GetProperty(c, false, root, x.atoms["_NET_SUPPORTING_WM_CHECK"], xproto.AtomWindow, 0, 1)
-	treeCk := xproto.QueryTree(c, root)
-
-	var ids []xproto.Window
-	seen := map[xproto.Window]bool{}
-	add := func(w xproto.Window) {
-		if !seen[w] {
-			seen[w] = true
-			ids = append(ids, w)
-		}
-	}
-	clients, err := clientCk.Reply()
-	if err != nil {
-		return nil, err
-	}
-	haveClientList := clients.Type == xproto.AtomWindow && clients.Format == 32
-	if haveClientList {
-		for _, w := range windowList(clients.Value) {
-			add(w)
-		}
-	}
-	var wmCheck xproto.Window
-	if r, err := wmCheckCk.Reply(); err == nil && r.Format == 32 && len(r.Value) >= 4 {
-		wmCheck = windowList(r.Value)[0]
-	}
-	tree, err := treeCk.Reply()
-	if err != nil {
-		return nil, err
-	}
-	mapped := x.viewable(tree.Children)
-	var top []xproto.Window
-	for _, w := range mapped {
-		if w != wmCheck {
-			top = append(top, w)
-		}
-	}
-	titles := x.titles(top)
-	var untitled []xproto.Window
-	for _, w := range top {
-		if titles[w] != "" {
-			add(w)
-		} else {
-			untitled = append(untitled, w)
-		}
-	}
-	if !haveClientList && len(untitled) > 0 {
-		trees := make([]xproto.QueryTreeCookie, len(untitled))
-		for i, w := range untitled {
-			trees[i] = xproto.QueryTree(c, w)
-		}
-		var inner []xproto.Window
-		for _, ck := range trees {
-			if r, err := ck.Reply(); err == nil {
-				inner = append(inner, r.Children...)
-			}
-		}
-		innerTitles := x.titles(inner)
-		for _, w := range inner {
-			if innerTitles[w] != "" {
-				add(w)
-				titles[w] = innerTitles[w]
-			}
-		}
-	}
-	// Titles already read above are kept; only the client list's windows
-	// still need theirs (this runs on every poll of wait_window).
-	var missing []xproto.Window
-	for _, w := range ids {
-		if _, ok := titles[w]; !ok {
-			missing = append(missing, w)
-		}
-	}
-	for w, t := range x.titles(missing) {
-		titles[w] = t
-	}
-	classCks := make([]xproto.GetPropertyCookie, len(ids))
-	for i, w := range ids {
-		classCks[i] = xproto.GetProperty(c, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 256)
-	}
-	out := make([]Window, 0, len(ids))
-	for i, w := range ids {
-		win := Window{ID: uint32(w), Title: titles[w]}
-		r, err := classCks[i].Reply()
-		if err != nil {
-			continue // destroyed while we looked
-		}
-		parts := strings.Split(strings.TrimRight(string(r.Value), "\x00"), "\x00")
-		win.Instance = parts[0]
-		if len(parts) > 1 {
-			win.Class = parts[1]
-		}
-		out = append(out, win)
-	}
-	return out, nil
-}
-
-func windowList(b []byte) []xproto.Window {
-	out := make([]xproto.Window, 0, len(b)/4)
-	for i := 0; i+4 <= len(b); i += 4 {
-		out = append(out, xproto.Window(xgb.Get32(b[i:])))
-	}
-	return out
-}
-
-func (x *xstate) viewable(ws []xproto.Window) []xproto.Window {
-	cks := make([]xproto.GetWindowAttributesCookie, len(ws))
-	for i, w := range ws {
-		cks[i] = xproto.GetWindowAttributes(x.conn, w)
-	}
-	var out []xproto.Window
-	for i, ck := range cks {
-		if r, err := ck.Reply(); err == nil && r.MapState == xproto.MapStateViewable {
-			out = append(out, ws[i])
-		}
-	}
-	return out
-}
-
-// titles reads _NET_WM_NAME, falling back to WM_NAME, of each window.
-func (x *xstate) titles(ws []xproto.Window) map[xproto.Window]string {
-	netName := x.atoms["_NET_WM_NAME"]
-	utf8Atom := x.atoms["UTF8_STRING"]
-	type pair struct{ net, wm xproto.GetPropertyCookie }
-	cks := make([]pair, len(ws))
-	for i, w := range ws {
-		cks[i] = pair{
-			xproto.GetProperty(x.conn, false, w, netName, xproto.GetPropertyTypeAny, 0, 1024),
-			xproto.GetProperty(x.conn, false, w, xproto.AtomWmName, xproto.GetPropertyTypeAny, 0, 1024),
-		}
-	}
-	out := make(map[xproto.Window]string, len(ws))
-	for i, ck := range cks {
-		nr, nerr := ck.net.Reply()
-		wr, werr := ck.wm.Reply()
-		switch {
-		case nerr == nil && nr.Format == 8 && len(nr.Value) > 0:
-			out[ws[i]] = xsel.DecodeText(nr.Value, nr.Type, utf8Atom)
-		case werr == nil && wr.Format == 8 && len(wr.Value) > 0:
-			out[ws[i]] = xsel.DecodeText(wr.Value, wr.Type, utf8Atom)
-		}
-	}
-	return out
 }
 
 // Limits on reading a selection: xsel's defaults.

@@ -1,4 +1,5 @@
-// Package xext sets up X extensions on a connection without racing xgb.
+// Package xext is the X plumbing under display: it dials a display within a
+// context (Dial) and sets up X extensions on a connection without racing xgb.
 //
 // xgb's Init functions (shm.Init, xtest.Init, ...) write process-wide maps of
 // event and error decoders that the reader goroutine of every open connection
