@@ -210,6 +210,12 @@ type decoder struct {
 	data  []byte
 	lines []int // byte offset of each line start
 	errs  []error
+
+	// kinds are the step and check types the file may use, with the field
+	// tables that decode them.
+	kinds      *Kinds
+	checkTable []checkField
+	stepTable  []stepField
 }
 
 const maxErrorsPerFile = 20

@@ -24,6 +24,14 @@
 //
 //	tasks/edit.json:12:9: evaluator.checks[1].path: required: the file, such as "~/notes.txt"
 //
+// # Kinds
+//
+// Each step and check type is one entry in a table of kinds: the fields it
+// takes and needs, how it is described and how it runs or evaluates. Parse
+// and Load use the built-in kinds; DefaultKinds returns them as a Kinds a
+// program extends with AddCheck, then parses with its Parse and Load. A new
+// checker is one CheckKind and its Evaluate function.
+//
 // # Rewards
 //
 // Leaf checks give 1 when they hold and 0 when they do not. "and" gives the

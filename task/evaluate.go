@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"image"
-	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -47,43 +45,59 @@ type evaluation struct {
 	errs    []error
 }
 
+// eval runs c and the checks under it, adds their Reasons and returns c's
+// reward.
 func (ev *evaluation) eval(ctx context.Context, c *Check, path string) float64 {
+	k := c.kindOf()
 	idx := len(ev.reasons)
-	desc := c.Name
-	if desc == "" {
-		desc = c.describe()
-	}
+	desc := c.describe(k)
 	ev.reasons = append(ev.reasons, Reason{Check: desc, Path: path})
 	var (
 		reward float64
 		detail string
 	)
-	switch c.Type {
-	case CheckAnd, CheckOr, CheckNot:
-		rewards := make([]float64, len(c.Checks))
-		weights := make([]float64, len(c.Checks))
-		for i := range c.Checks {
-			rewards[i] = ev.eval(ctx, &c.Checks[i], index(path+".checks", i))
-			weights[i] = c.Checks[i].WeightOrDefault()
-		}
-		reward = combine(c.Type, c.Partial, rewards, weights)
-		detail = combineDetail(c.Type, c.Partial, rewards, reward)
-	default:
-		ok, d, err := ev.leaf(ctx, c)
-		if err != nil {
-			ev.errs = append(ev.errs, fmt.Errorf("%s (%s): %w", path, desc, err))
-			d = "could not check: " + err.Error()
-			ok = false
-		}
-		if ok {
-			reward = 1
-		}
-		detail = d
+	if k != nil && k.combines {
+		reward, detail = ev.group(ctx, c, path)
+	} else {
+		reward, detail = ev.leaf(ctx, k, c, path, desc)
 	}
 	ev.reasons[idx].Reward = reward
 	ev.reasons[idx].Passed = reward >= 1-eps
 	ev.reasons[idx].Detail = detail
 	return reward
+}
+
+// group evaluates an and, or or not: every check under it, then their
+// rewards combined.
+func (ev *evaluation) group(ctx context.Context, c *Check, path string) (float64, string) {
+	rewards := make([]float64, len(c.Checks))
+	weights := make([]float64, len(c.Checks))
+	for i := range c.Checks {
+		rewards[i] = ev.eval(ctx, &c.Checks[i], index(path+".checks", i))
+		weights[i] = c.Checks[i].WeightOrDefault()
+	}
+	reward := combine(c.Type, c.Partial, rewards, weights)
+	return reward, combineDetail(c.Type, c.Partial, rewards, reward)
+}
+
+// leaf runs one leaf check through its kind. A check that could not look
+// fails, and its error is kept for Evaluate to return.
+func (ev *evaluation) leaf(ctx context.Context, k *CheckKind, c *Check, path, desc string) (float64, string) {
+	ok, detail, err := false, "", ctx.Err()
+	if err == nil && k == nil {
+		err = fmt.Errorf("unknown check type %q", c.Type)
+	}
+	if err == nil {
+		ok, detail, err = k.Evaluate(ctx, ev.env, c)
+	}
+	if err != nil {
+		ev.errs = append(ev.errs, fmt.Errorf("%s (%s): %w", path, desc, err))
+		return 0, "could not check: " + err.Error()
+	}
+	if ok {
+		return 1, detail
+	}
+	return 0, detail
 }
 
 // combine is the reward of an "and", "or" or "not" whose checks got rewards
@@ -157,127 +171,16 @@ func (c *Check) matcher() (matcher, error) {
 	return newMatcher(c.Contains, c.Matches, c.re, c.IgnoreCase)
 }
 
-// describe is the check as a reader would name it, such as
-// `file_contains ~/notes.txt`.
-func (c *Check) describe() string {
-	switch c.Type {
-	case CheckAnd:
-		if c.Partial {
-			return "and (partial)"
-		}
-		return "and"
-	case CheckOr, CheckNot:
+// describe is the check as a reader would name it: its Name, or what its
+// kind says, such as `file_contains ~/notes.txt`.
+func (c *Check) describe(k *CheckKind) string {
+	switch {
+	case c.Name != "":
+		return c.Name
+	case k == nil || k.Describe == nil:
 		return c.Type
-	case CheckFileExists, CheckFileContains, CheckFileMatches:
-		return c.Type + " " + c.Path
-	case CheckCommand:
-		return "command " + quoteHead(c.Command, 80)
-	case CheckWindowTitle:
-		m, err := c.matcher()
-		if err != nil {
-			return "window_title matches " + quoteHead(c.Matches, 80)
-		}
-		return "window_title " + m.String()
-	case CheckClipboardContains, CheckClipboardMatches:
-		s := c.Type + " " + quoteHead(c.Contains+c.Matches, 80)
-		if c.Selection == "primary" {
-			s += " (primary selection)"
-		}
-		return s
-	case CheckScreenRegion:
-		if len(c.Region) == 4 {
-			return fmt.Sprintf("screen_region %d,%d %dx%d %s", c.Region[0], c.Region[1], c.Region[2], c.Region[3], c.Reference)
-		}
-		return "screen_region " + c.Reference
 	}
-	return c.Type
-}
-
-// leaf runs one leaf check. err is for checks that could not look at all.
-func (ev *evaluation) leaf(ctx context.Context, c *Check) (ok bool, detail string, err error) {
-	if err := ctx.Err(); err != nil {
-		return false, "", err
-	}
-	home := ev.env.Home()
-	switch c.Type {
-	case CheckFileExists:
-		st, err := os.Stat(expandPath(home, c.Path))
-		switch {
-		case err == nil && st.IsDir():
-			return true, "exists (a directory)", nil
-		case err == nil:
-			return true, fmt.Sprintf("exists (%d bytes)", st.Size()), nil
-		case errors.Is(err, fs.ErrNotExist):
-			return false, "does not exist", nil
-		default:
-			return false, fmt.Sprintf("cannot be looked at: %v", err), nil
-		}
-
-	case CheckFileContains, CheckFileMatches:
-		data, err := ev.env.ReadFile(ctx, expandPath(home, c.Path), MaxFileRead+1)
-		if err != nil {
-			return false, err.Error(), nil
-		}
-		note := ""
-		if len(data) > MaxFileRead {
-			data, note = data[:MaxFileRead], fmt.Sprintf(" (only the first %d bytes were looked at)", MaxFileRead)
-		}
-		m, err := c.matcher()
-		if err != nil {
-			return false, "", err
-		}
-		return textCheck("file", m, string(data), note)
-
-	case CheckCommand:
-		return ev.command(ctx, c)
-
-	case CheckWindowTitle:
-		ws, err := ev.env.Windows(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		m, err := c.matcher()
-		if err != nil {
-			return false, "", err
-		}
-		for _, w := range ws {
-			if m.match(w.Title) {
-				return true, fmt.Sprintf("window 0x%x is titled %s", w.ID, quoteHead(w.Title, 120)), nil
-			}
-		}
-		return false, fmt.Sprintf("no window title %s; windows: %s", m, windowTitles(ws)), nil
-
-	case CheckClipboardContains, CheckClipboardMatches:
-		sel := "CLIPBOARD"
-		what := "clipboard"
-		if c.Selection == "primary" {
-			sel, what = "PRIMARY", "primary selection"
-		}
-		text, err := ev.env.Selection(ctx, sel)
-		if errors.Is(err, ErrNoText) {
-			return false, fmt.Sprintf("the %s holds no text", what), nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		if text == "" {
-			return false, fmt.Sprintf("the %s is empty", what), nil
-		}
-		m, err := c.matcher()
-		if err != nil {
-			return false, "", err
-		}
-		return textCheck(what, m, text, "")
-
-	case CheckScreenRegion:
-		shot, err := ev.env.Screenshot(ctx)
-		if err != nil {
-			return false, "", err
-		}
-		ok, detail := compareRegion(shot, c)
-		return ok, detail, nil
-	}
-	return false, "", fmt.Errorf("unknown check type %q", c.Type)
+	return k.Describe(c)
 }
 
 // textCheck applies m to text and words the result.
@@ -312,36 +215,6 @@ func textCheck(what string, m matcher, text, note string) (bool, string, error) 
 }
 
 func lineOf(text string, off int) int { return 1 + strings.Count(text[:off], "\n") }
-
-func (ev *evaluation) command(ctx context.Context, c *Check) (bool, string, error) {
-	limit := stepTimeout(c.Timeout, DefaultCheckTimeout)
-	cctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	res, err := ev.env.Run(cctx, c.Command)
-	if err != nil {
-		if ctx.Err() == nil && cctx.Err() != nil {
-			return false, fmt.Sprintf("did not finish within %s%s", limit, outputTails(res)), nil
-		}
-		return false, "", err
-	}
-	want := 0
-	if c.ExitCode != nil {
-		want = *c.ExitCode
-	}
-	if res.ExitCode != want {
-		return false, fmt.Sprintf("exited with status %d, want %d%s", res.ExitCode, want, outputTails(res)), nil
-	}
-	detail := fmt.Sprintf("exited with status %d", res.ExitCode)
-	m, err := c.matcher()
-	if err != nil {
-		return false, "", err
-	}
-	if m.contains == "" && m.re == nil {
-		return true, detail, nil
-	}
-	ok, out, _ := textCheck("stdout", m, res.Stdout, "")
-	return ok, detail + "; " + out, nil
-}
 
 // compareRegion compares the check's region of shot with its reference:
 // the mean absolute difference per colour channel over the reference's

@@ -268,13 +268,20 @@ func TestParseFields(t *testing.T) {
 	if ref == nil || ref.Bounds().Dx() != 4 || ref.NRGBAAt(3, 2) != (color.NRGBA{10, 20, 30, 255}) {
 		t.Errorf("reference not loaded: %v", ref)
 	}
+	// So is the kind each step and check was parsed as: it must be its type's.
 	clear := func(tk *Task) {
 		for i := range tk.Setup {
-			tk.Setup[i].re = nil
+			if k := tk.Setup[i].kind; k == nil || k.name != tk.Setup[i].Type {
+				t.Errorf("setup[%d] parsed as kind %v, want %q", i, k, tk.Setup[i].Type)
+			}
+			tk.Setup[i].re, tk.Setup[i].kind = nil, nil
 		}
 		var walk func(c *Check)
 		walk = func(c *Check) {
-			c.re, c.ref = nil, nil
+			if c.kind == nil || c.kind.Name != c.Type {
+				t.Errorf("check %q parsed as kind %v", c.Type, c.kind)
+			}
+			c.re, c.ref, c.kind = nil, nil, nil
 			for i := range c.Checks {
 				walk(&c.Checks[i])
 			}

@@ -36,7 +36,8 @@ func (t *Task) RunSetup(ctx context.Context, env Env) error {
 		if err := ctx.Err(); err != nil {
 			return &StepError{t.ID, i, s.Type, fmt.Errorf("not started: %w", err)}
 		}
-		if err := r.step(ctx, i, s); err != nil {
+		r.index = i
+		if err := r.step(ctx, s); err != nil {
 			return &StepError{t.ID, i, s.Type, err}
 		}
 	}
@@ -45,6 +46,7 @@ func (t *Task) RunSetup(ctx context.Context, env Env) error {
 
 type setupRun struct {
 	env      Env
+	index    int // of the step running
 	launched []launched
 }
 
@@ -53,86 +55,112 @@ type launched struct {
 	proc  *Process
 }
 
-func (r *setupRun) step(ctx context.Context, i int, s *Step) error {
-	home := r.env.Home()
-	switch s.Type {
-	case StepLaunch:
-		argv := []string{"/bin/sh", "-c", s.Command}
-		if len(s.Argv) > 0 {
-			argv = make([]string, len(s.Argv))
-			for j, a := range s.Argv {
-				argv[j] = expandArg(home, a)
-			}
-		}
-		return r.launch(ctx, i, argv)
-
-	case StepOpen:
-		target := s.URL
-		if target == "" {
-			target = expandPath(home, s.Path)
-		}
-		if len(s.With) == 0 {
-			if err := r.launch(ctx, i, []string{"xdg-open", target}); err != nil {
-				return fmt.Errorf("%w (set \"with\", such as [\"mousepad\"], to choose the program)", err)
-			}
-			return nil
-		}
-		var argv []string
-		for _, a := range s.With {
-			argv = append(argv, expandArg(home, a))
-		}
-		return r.launch(ctx, i, append(argv, target))
-
-	case StepCommand:
-		limit := stepTimeout(s.Timeout, DefaultCommandTimeout)
-		cctx, cancel := context.WithTimeout(ctx, limit)
-		defer cancel()
-		res, err := r.env.Run(cctx, s.Command)
-		if err != nil {
-			if ctx.Err() == nil && cctx.Err() != nil {
-				return fmt.Errorf("%s did not finish within %s%s", quoteHead(s.Command, 200), limit, outputTails(res))
-			}
-			return fmt.Errorf("%s: %w", quoteHead(s.Command, 200), err)
-		}
-		if res.ExitCode != 0 {
-			return fmt.Errorf("%s exited with status %d%s", quoteHead(s.Command, 200), res.ExitCode, outputTails(res))
-		}
-		return nil
-
-	case StepWriteFile:
-		if w, ok := r.env.(fileWriter); ok {
-			perm, err := fileMode(s.Mode)
-			if err != nil {
-				return err
-			}
-			return w.WriteFile(ctx, expandPath(home, s.Path), s.Content, perm)
-		}
-		return writeFile(expandPath(home, s.Path), s.Content, s.Mode)
-
-	case StepWaitWindow:
-		return r.waitWindow(ctx, s)
-
-	case StepSleep:
-		t := time.NewTimer(s.Duration.D())
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+func (r *setupRun) step(ctx context.Context, s *Step) error {
+	k := s.kindOf()
+	if k == nil {
+		return fmt.Errorf("unknown step type %q", s.Type)
 	}
-	return fmt.Errorf("unknown step type %q", s.Type)
+	return k.run(ctx, r, s)
 }
 
-func (r *setupRun) launch(ctx context.Context, i int, argv []string) error {
+// builtinSteps is the table of setup step types docs/TASKS.md describes;
+// messages list them in this order.
+func builtinSteps() []stepKind {
+	return []stepKind{
+		{name: StepLaunch, fields: []string{"argv", "command"}, needs: []Need{OneOf("argv", "command")}, run: runLaunch},
+		{name: StepCommand, fields: []string{"command", "timeout"}, needs: []Need{Required("command", "the shell script to run")}, run: runCommand},
+		{name: StepWriteFile, fields: []string{"path", "content", "mode"}, needs: []Need{Required("path", "the file to write")}, run: runWriteFile},
+		{name: StepOpen, fields: []string{"path", "url", "with"}, needs: []Need{OneOf("path", "url")}, run: runOpen},
+		{name: StepWaitWindow, fields: []string{"contains", "matches", "ignore_case", "timeout"}, needs: []Need{OneOf("contains", "matches")},
+			run: func(ctx context.Context, r *setupRun, s *Step) error { return r.waitWindow(ctx, s) }},
+		{name: StepSleep, fields: []string{"duration"}, needs: []Need{Required("duration", "how long to sleep, such as \"2s\"")}, run: runSleep},
+	}
+}
+
+// runLaunch is launch: argv without a shell, or command with sh -c, in the
+// background.
+func runLaunch(ctx context.Context, r *setupRun, s *Step) error {
+	argv := []string{"/bin/sh", "-c", s.Command}
+	if len(s.Argv) > 0 {
+		argv = expandArgs(r.env.Home(), s.Argv)
+	}
+	return r.launch(ctx, argv)
+}
+
+// runOpen is open: the file or URL with xdg-open, or the program in with.
+func runOpen(ctx context.Context, r *setupRun, s *Step) error {
+	home := r.env.Home()
+	target := s.URL
+	if target == "" {
+		target = expandPath(home, s.Path)
+	}
+	if len(s.With) == 0 {
+		if err := r.launch(ctx, []string{"xdg-open", target}); err != nil {
+			return fmt.Errorf("%w (set \"with\", such as [\"mousepad\"], to choose the program)", err)
+		}
+		return nil
+	}
+	return r.launch(ctx, append(expandArgs(home, s.With), target))
+}
+
+func expandArgs(home string, args []string) []string {
+	out := make([]string, len(args))
+	for j, a := range args {
+		out[j] = expandArg(home, a)
+	}
+	return out
+}
+
+// runCommand is command: the script must exit 0 within the timeout.
+func runCommand(ctx context.Context, r *setupRun, s *Step) error {
+	limit := stepTimeout(s.Timeout, DefaultCommandTimeout)
+	cctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	res, err := r.env.Run(cctx, s.Command)
+	if err != nil {
+		if ctx.Err() == nil && cctx.Err() != nil {
+			return fmt.Errorf("%s did not finish within %s%s", quoteHead(s.Command, 200), limit, outputTails(res))
+		}
+		return fmt.Errorf("%s: %w", quoteHead(s.Command, 200), err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("%s exited with status %d%s", quoteHead(s.Command, 200), res.ExitCode, outputTails(res))
+	}
+	return nil
+}
+
+// runWriteFile is write_file, as the desktop user when the Env can.
+func runWriteFile(ctx context.Context, r *setupRun, s *Step) error {
+	path := expandPath(r.env.Home(), s.Path)
+	if w, ok := r.env.(fileWriter); ok {
+		perm, err := fileMode(s.Mode)
+		if err != nil {
+			return err
+		}
+		return w.WriteFile(ctx, path, s.Content, perm)
+	}
+	return writeFile(path, s.Content, s.Mode)
+}
+
+func runSleep(ctx context.Context, _ *setupRun, s *Step) error {
+	t := time.NewTimer(s.Duration.D())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *setupRun) launch(ctx context.Context, argv []string) error {
 	cctx, cancel := context.WithTimeout(ctx, DefaultStartTimeout)
 	defer cancel()
 	p, err := r.env.Launch(cctx, argv)
 	if err != nil {
 		return err
 	}
-	r.launched = append(r.launched, launched{i, p})
+	r.launched = append(r.launched, launched{r.index, p})
 	return nil
 }
 

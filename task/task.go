@@ -82,7 +82,8 @@ type Step struct {
 	// command and wait_window: how long the step may take (defaults 60s and 10s).
 	Timeout Duration `json:"timeout,omitempty"`
 
-	re *regexp.Regexp
+	re   *regexp.Regexp
+	kind *stepKind // set by Parse; a Step built in code finds its kind by Type
 }
 
 // Check types.
@@ -149,8 +150,9 @@ type Check struct {
 	// (0-255) that still passes (default 4).
 	Tolerance *float64 `json:"tolerance,omitempty"`
 
-	re  *regexp.Regexp
-	ref *image.NRGBA
+	re   *regexp.Regexp
+	ref  *image.NRGBA
+	kind *CheckKind // set by Parse; a Check built in code finds its kind by Type
 }
 
 // Default limits.
