@@ -292,3 +292,33 @@ func TestLeasesSameOrigin(t *testing.T) {
 		t.Errorf("same-origin POST /leases: %d, want 201", code)
 	}
 }
+
+func TestReadLeaseRequest(t *testing.T) {
+	seven := int64(7)
+	tests := []struct {
+		body    string
+		want    leaseRequest
+		wantErr string
+	}{
+		{"", leaseRequest{}, ""},
+		{`{}`, leaseRequest{}, ""},
+		{`{"task_id":"hello","seed":7}`, leaseRequest{TaskID: "hello", Seed: &seven}, ""},
+		{`{"seed":-1}`, leaseRequest{}, "seed -1 is negative"},
+		{`{"seed":1.5}`, leaseRequest{}, "lease request body"},
+		{`{"task":"hello"}`, leaseRequest{}, "unknown field"},
+		{`[`, leaseRequest{}, "lease request body"},
+	}
+	for _, tc := range tests {
+		got, err := readLeaseRequest(strings.NewReader(tc.body))
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("readLeaseRequest(%q): error %v, want one mentioning %q", tc.body, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got.TaskID != tc.want.TaskID || (got.Seed == nil) != (tc.want.Seed == nil) ||
+			(got.Seed != nil && *got.Seed != *tc.want.Seed) {
+			t.Errorf("readLeaseRequest(%q) = %+v, %v; want %+v", tc.body, got, err, tc.want)
+		}
+	}
+}
