@@ -21,6 +21,9 @@ const (
 const (
 	KindAction = "action" // an Action run through Executor.Do
 	KindInput  = "input"  // a primitive (key, button, motion, wheel) from a person
+	// KindObservation: the screenshot a caller was shown after an action
+	// (Executor.Observed), so the recorder keeps exactly what the agent saw.
+	KindObservation = "observation"
 )
 
 // Input types.
@@ -45,6 +48,9 @@ type Event struct {
 	Input    *Input        `json:"input,omitempty"`
 	Duration time.Duration `json:"duration"` // how long execution took
 	Err      string        `json:"err,omitempty"`
+	// Of is, for an observation, the Seq of the action it followed.
+	Of          uint64       `json:"of,omitempty"`
+	Observation *Observation `json:"-"`
 }
 
 // Input is a primitive input event. X and Y are screen coordinates: for

@@ -35,7 +35,7 @@ func (e *Executor) Do(ctx context.Context, a Action, src Source) (Result, error)
 	if err != nil {
 		ev.Err = err.Error()
 	}
-	e.bus.publish(ev)
+	res.Seq = e.bus.publish(ev).Seq
 	return res, err
 }
 

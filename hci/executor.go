@@ -32,6 +32,9 @@ type Result struct {
 	// Settle: the action may have changed the screen; wait for it to settle
 	// before the screenshot.
 	Settle bool
+	// Seq is the bus sequence number of the action's event: a caller that
+	// shows a screenshot after it says so with Observed(Seq, ...).
+	Seq uint64
 }
 
 // Options configure an Executor. The zero value is usable.

@@ -224,6 +224,12 @@ func (s *Server) observe(ctx context.Context, out hci.Result) (mcp.Content, erro
 	if err != nil {
 		return nil, err
 	}
+	if out.Zoom == nil {
+		// The recorder keeps this very screenshot as the step's after: the
+		// agent's observation, byte for byte, not one taken a moment later.
+		s.exec.Observed(out.Seq, hci.SourceAgent, hci.Observation{Data: shot.Data, MIME: shot.MIME,
+			Width: shot.Width, Height: shot.Height, Hash: shot.Hash, Captured: shot.Captured})
+	}
 	return mcp.NewImageContent(s.base64(shot.Data), shot.MIME), nil
 }
 

@@ -92,6 +92,11 @@ type Step struct {
 	// died before observing the screen after it, so After is empty, and
 	// Before is the last observation on disk from before the step.
 	AfterMissing bool `json:"after_missing,omitempty"`
+	// AfterOwn marks an agent's step whose call returned no screenshot (a
+	// mutating action with screenshot:false, a script): After is the
+	// recorder's own observation. Without it, an agent's Before and After
+	// are the very screenshots its calls returned.
+	AfterOwn bool `json:"after_own,omitempty"`
 	// Err is the executor's error for an action that failed.
 	Err string `json:"error,omitempty"`
 }
@@ -106,6 +111,9 @@ type Shot struct {
 	W    int     `json:"w"`
 	H    int     `json:"h"`
 	Hash uint64  `json:"hash"`
+	// Agent marks a screenshot an agent's tool call returned (the others are
+	// the recorder's own).
+	Agent bool `json:"agent,omitempty"`
 }
 
 // Frame is one line of frames.jsonl: one encoded video frame.

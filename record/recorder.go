@@ -213,6 +213,8 @@ type Episode struct {
 	gcFrom        int
 	pending       []pendingStep
 	shotFiles     map[uint64]string // written observations by screen hash
+	agent         agentShots
+	unsubscribed  bool // finishing: no more screenshots can arrive from the bus
 	lastSeq       uint64
 	dropped       uint64
 	sources       map[string]bool
@@ -283,7 +285,7 @@ func (r *Recorder) start(ctx context.Context, info EpisodeInfo) (*Episode, error
 		r: r, id: info.ID, dir: dir,
 		ctl: make(chan ctlMsg), obsReq: make(chan struct{}, 1), obsRes: make(chan obsResult),
 		loopDone: make(chan struct{}), obsDone: make(chan struct{}), videoDone: make(chan struct{}),
-		red: NewReducer(r.exec.Space(), r.opt.Thresholds), sources: map[string]bool{}, shotFiles: map[uint64]string{},
+		red: NewReducer(r.exec.Space(), r.opt.Thresholds), sources: map[string]bool{}, shotFiles: map[uint64]string{}, agent: newAgentShots(),
 	}
 	if err := ep.open(ctx, info); err != nil {
 		ep.closeFiles()
@@ -481,7 +483,12 @@ func (ep *Episode) handle(ev hci.Event) {
 	if ep.paused.Load() {
 		return
 	}
+	if ev.Kind == hci.KindObservation {
+		ep.returnedShot(ev)
+		return
+	}
 	e := fromBus(ev, ep.zero, ep.input.n)
+	ep.agent.acted(ev, e.I)
 	ep.mu.Lock()
 	if ep.meta.Clock.ExecutorNS == nil {
 		x := int64(ev.Mono) - int64(ev.Time.Sub(ep.zero))
@@ -509,7 +516,7 @@ func (ep *Episode) requestObservation() {
 func (ep *Episode) emit(steps []Step) {
 	for _, st := range steps {
 		st.Step = int(ep.nSteps.Load()) + len(ep.pending)
-		ep.pending = append(ep.pending, pendingStep{Step: st, before: ep.beforeIdx(st.TStart)})
+		ep.pending = append(ep.pending, pendingStep{Step: st, before: ep.beforeIdx(st.TStart), seq: ep.agent.seqOf(st)})
 		ep.requestObservation()
 	}
 	ep.resolve(false)
@@ -518,7 +525,8 @@ func (ep *Episode) emit(steps []Step) {
 // pendingStep is a step waiting for its observation after.
 type pendingStep struct {
 	Step
-	before int // observation index, -1 for none
+	before int    // observation index, -1 for none
+	seq    uint64 // an agent's action: its bus seq (agentshots.go); 0 otherwise
 }
 
 // observation is one observation; its PNG is kept in memory until a step
@@ -535,13 +543,14 @@ type observation struct {
 func (ep *Episode) resolve(force bool) {
 	for len(ep.pending) > 0 {
 		p := &ep.pending[0]
-		after := ep.afterIdx(p.TEnd)
-		if after < 0 && !force {
+		after, own, ok := ep.afterFor(p, force)
+		if !ok {
 			break
 		}
 		st := p.Step
-		st.Before = ep.materialize(p.before)
-		st.After = ep.materialize(after)
+		st.Before = ep.materialize(ep.beforeFor(p))
+		st.After, st.AfterOwn = ep.materialize(after), own
+		ep.agent.done(p.seq)
 		if err := ep.steps.write(&st); err != nil {
 			ep.fail(err)
 		}
@@ -702,6 +711,7 @@ func (ep *Episode) finish(ctx context.Context, outcome *Outcome) error {
 	ep.drain()
 	ep.unsub()
 	ep.drain()
+	ep.unsubscribed = true
 	ep.emit(ep.red.Flush())
 	if len(ep.pending) > 0 {
 		// Wait for the observation after the last steps, a little.
