@@ -7,7 +7,7 @@ import (
 )
 
 // harden keeps the desktop's programs out of this process. They run as a
-// user of their own when deskenv may switch users (isolation.go), which
+// user of their own when deskenv may switch users (appliance/isolation.go), which
 // keeps them out already; where they share deskenv's user (no privilege to
 // switch, --allow-shared-user) an agent's shell could otherwise read
 // /proc/PID/environ, where tokens given as DESKENV_* variables live, or
