@@ -10,8 +10,11 @@
 // The control plane (package control) calls it on every reset; it knows
 // nothing of episodes or tasks.
 //
-// Errors name the operation first, in lower case, then what went wrong,
-// without a trailing period: "restore home: ...", "list X clients: ...".
+// Errors follow one rule, as in package control: an error that wraps another
+// starts with the operation that failed, in lower case ("restore home: ...",
+// "list X clients: ..."); the innermost says what is wrong and, where it
+// helps, what to do ("home directory is empty: set the desktop user's home
+// (--home)"); none ends with a period.
 package baseline
 
 import (

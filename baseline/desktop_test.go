@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jezek/xgb/xproto"
+
 	"github.com/deskenv/deskenv/display"
 )
 
@@ -126,6 +128,29 @@ func TestDesktopRestore(t *testing.T) {
 			return func(t *testing.T) {
 				if o := x.selectionOwner("CLIPBOARD"); o != 0 {
 					t.Errorf("CLIPBOARD still owned by window 0x%x after the reset", o)
+				}
+			}
+		}},
+		{"root property and pointer", func(t *testing.T) func(t *testing.T) {
+			px, py, _ := x.pointer()
+			mark := x.atom("TEST_MARK")
+			xproto.ChangeProperty(x.conn, xproto.PropModeReplace, x.root, mark, xproto.AtomString, 8, 4, []byte("here"))
+			x.warp(px+100, py+50)
+			waitFor(t, "the mark and the pointer", func() bool {
+				props, _ := x.rootProps()
+				nx, ny, _ := x.pointer()
+				return props[mark].data != nil && nx == px+100 && ny == py+50
+			})
+			return func(t *testing.T) {
+				props, err := x.rootProps()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p, ok := props[mark]; ok {
+					t.Errorf("root property TEST_MARK is %q after the reset, want it gone as in the baseline", p.data)
+				}
+				if nx, ny, _ := x.pointer(); nx != px || ny != py {
+					t.Errorf("pointer at %d,%d after the reset, want %d,%d", nx, ny, px, py)
 				}
 			}
 		}},

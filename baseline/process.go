@@ -254,7 +254,7 @@ func waitGone(ctx context.Context, pids []int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d desktop processes still running after SIGKILL: %w", left, ctx.Err())
+			return fmt.Errorf("wait for the killed processes: %d still running after SIGKILL: %w", left, ctx.Err())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

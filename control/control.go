@@ -1,9 +1,19 @@
-// Package control is deskenv's control plane: it resets the desktop to a
-// known state (optionally into a task), runs episodes and scores them with the
-// task's checker, keeps their history and statistics, checks bearer tokens by
-// role, exports Prometheus metrics, and speaks both a native REST API and
-// OpenEnv's environment-server protocol. Nothing here is reachable by an
-// agent: agents get MCP (/mcp) and nothing else.
+// Package control is deskenv's control plane: it runs episodes (a reset puts
+// the desktop back into its baseline, package baseline, and sets up a task if
+// one is asked for; the end scores the episode with the task's checker),
+// keeps their history and statistics, exports its Prometheus series, and
+// speaks both a native REST API and OpenEnv's environment-server protocol
+// (HTTP and /ws). Its routes say which role may call them; the appliance's
+// front door (package auth) checks. Nothing here is reachable by an agent:
+// agents get MCP (/mcp) and nothing else.
+//
+// Errors follow one rule, as in package baseline: an error that wraps
+// another starts with the operation that failed, in lower case ("set up
+// task t: ...", "wait for another reset to finish: ..."); the innermost says
+// what is wrong and, where it helps, what to do ("unknown task "x": known
+// tasks are ..."); none ends with a period. The texts of OpenEnv's wire
+// shapes (pydantic's and OpenEnv's own messages) keep OpenEnv's wording, so
+// its clients read what they expect.
 package control
 
 import (
@@ -380,32 +390,11 @@ func (c *Control) countEvents() {
 }
 
 func (c *Control) count(ev hci.Event) {
-	src := string(ev.Source)
-	step := false
-	switch ev.Kind {
-	case hci.KindAction:
-		if ev.Action == nil {
-			return
-		}
-		if name := ev.Action.Action; name == hci.ActScreenshot || name == hci.ActZoom {
-			c.metrics.screenshots.WithLabelValues(src).Inc()
-		}
-		step = true
-	case hci.KindInput:
-		if ev.Input == nil {
-			return
-		}
-		// A person's step is a press (key, button) or a wheel turn; motion
-		// and releases belong to the step they follow.
-		switch ev.Input.Type {
-		case hci.InputKeyDown, hci.InputButtonDown, hci.InputWheel:
-			step = true
-		}
-	}
+	c.countScreenshot(ev)
 	// A script's actions are the agent's (run_script); replays and the
 	// control plane's own releases are nobody's steps.
 	agent := ev.Source == hci.SourceAgent || ev.Source == hci.SourceScript
-	if !step || (!agent && ev.Source != hci.SourceHuman) {
+	if !isStep(ev) || (!agent && ev.Source != hci.SourceHuman) {
 		return
 	}
 	c.mu.Lock()
@@ -418,6 +407,36 @@ func (c *Control) count(ev hci.Event) {
 		c.current.ep.AgentSteps++
 	} else {
 		c.current.ep.HumanSteps++
+	}
+}
+
+// isStep says whether ev is a step of whoever caused it: any action, and a
+// person's press (key, button) or wheel turn; motion and releases belong to
+// the step they follow.
+func isStep(ev hci.Event) bool {
+	switch ev.Kind {
+	case hci.KindAction:
+		return ev.Action != nil
+	case hci.KindInput:
+		if ev.Input == nil {
+			return false
+		}
+		switch ev.Input.Type {
+		case hci.InputKeyDown, hci.InputButtonDown, hci.InputWheel:
+			return true
+		}
+	}
+	return false
+}
+
+// countScreenshot counts the screenshots agents take (screenshot and zoom
+// actions).
+func (c *Control) countScreenshot(ev hci.Event) {
+	if ev.Kind != hci.KindAction || ev.Action == nil {
+		return
+	}
+	if name := ev.Action.Action; name == hci.ActScreenshot || name == hci.ActZoom {
+		c.metrics.screenshots.WithLabelValues(string(ev.Source)).Inc()
 	}
 }
 
@@ -439,7 +458,7 @@ func (c *Control) acquire(ctx context.Context) error {
 	case c.resetSem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for another reset to finish: %w", ctx.Err())
+		return fmt.Errorf("wait for another reset to finish: %w", ctx.Err())
 	}
 }
 
@@ -479,21 +498,9 @@ func (c *Control) unknownTask(id string) error {
 // its baseline, sets up the task if one is asked for, waits for the screen to
 // settle and starts a new episode, returned with its first observation.
 func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error) {
-	if c.cfg.Mode != ModeSim {
-		return nil, fmt.Errorf("reset is %w: deskenv runs with --mode prod, where nobody may reset the desktop; run with --mode sim", ErrProdMode)
-	}
-	if err := checkID("task_id", req.TaskID); err != nil {
+	t, err := c.resetTask(req)
+	if err != nil {
 		return nil, err
-	}
-	if err := checkID("episode_id", req.EpisodeID); err != nil {
-		return nil, err
-	}
-	var t *task.Task
-	if req.TaskID != "" {
-		var err error
-		if t, err = c.Task(req.TaskID); err != nil {
-			return nil, err
-		}
 	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
@@ -537,21 +544,46 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if t != nil {
 		ep.TaskID, ep.Instruction = t.ID, t.Instruction
 	}
+	c.begin(&episodeRun{ep: ep, task: t, env: env, gen: gen}, rep)
+	out := ep
+	out.Observation = obs
+	out.Reset = &rep
+	return &out, nil
+}
+
+// resetTask checks a reset request before anything is torn down: the mode,
+// the ids, and the task asked for (nil: none).
+func (c *Control) resetTask(req ResetRequest) (*task.Task, error) {
+	if c.cfg.Mode != ModeSim {
+		return nil, fmt.Errorf("reset is %w: deskenv runs with --mode prod, where nobody may reset the desktop; run with --mode sim", ErrProdMode)
+	}
+	if err := checkID("task_id", req.TaskID); err != nil {
+		return nil, err
+	}
+	if err := checkID("episode_id", req.EpisodeID); err != nil {
+		return nil, err
+	}
+	if req.TaskID == "" {
+		return nil, nil
+	}
+	return c.Task(req.TaskID)
+}
+
+// begin makes run the running episode, keeps the reset's time for the
+// statistics and announces the start.
+func (c *Control) begin(run *episodeRun, rep ResetReport) {
 	c.mu.Lock()
-	c.current = &episodeRun{ep: ep, task: t, env: env, gen: gen}
+	c.current = run
 	c.resetDur = append(c.resetDur, rep.Total.Seconds())
 	if len(c.resetDur) > c.cfg.History {
 		c.resetDur = c.resetDur[len(c.resetDur)-c.cfg.History:]
 	}
 	c.mu.Unlock()
+	ep := run.ep
 	c.started(ep)
-	c.log.Info("episode started", "episode", id, "task", ep.TaskID, "reset", rep.Total.Round(time.Millisecond),
+	c.log.Info("episode started", "episode", ep.ID, "task", ep.TaskID, "reset", rep.Total.Round(time.Millisecond),
 		"kill", rep.Kill.Round(time.Millisecond), "home", rep.Home.Round(time.Millisecond), "session", rep.Session.Round(time.Millisecond),
 		"windows", rep.Windows.Round(time.Millisecond), "setup", rep.Setup.Round(time.Millisecond), "settle", rep.Settle.Round(time.Millisecond))
-	out := ep
-	out.Observation = obs
-	out.Reset = &rep
-	return &out, nil
 }
 
 // resetDesktop does the work of a reset.

@@ -117,7 +117,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		return nil, fmt.Errorf("read the request body: %w", err)
 	}
 	if len(b) > maxBody {
-		return nil, fmt.Errorf("the request body is larger than %d bytes", maxBody)
+		return nil, fmt.Errorf("read the request body: it is larger than %d bytes", maxBody)
 	}
 	return b, nil
 }

@@ -182,41 +182,56 @@ func parseOEReset(raw json.RawMessage, at []any) (oeReset, ValidationError) {
 func parseOEResetMap(m map[string]any, at []any) (oeReset, ValidationError) {
 	var r oeReset
 	var errs ValidationError
-	if v, present := m["seed"]; present && v != nil {
-		n, ok := v.(json.Number)
-		i, err := n.Int64()
-		switch {
-		case !ok || err != nil:
-			errs = append(errs, FieldError{Type: "int_type", Loc: loc(at, "seed"), Msg: "Input should be a valid integer", Input: v})
-		case i < 0:
-			errs = append(errs, FieldError{Type: "greater_than_equal", Loc: loc(at, "seed"), Msg: "Input should be greater than or equal to 0", Input: i, Ctx: map[string]any{"ge": 0}})
-		default:
-			r.Seed = &i
+	add := func(e *FieldError) {
+		if e != nil {
+			errs = append(errs, *e)
 		}
+	}
+	if v, present := m["seed"]; present && v != nil {
+		var e *FieldError
+		r.Seed, e = resetSeed(v, at)
+		add(e)
 	}
 	if v, present := m["episode_id"]; present && v != nil {
-		s, ok := v.(string)
-		switch {
-		case !ok:
-			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "episode_id"), Msg: "Input should be a valid string", Input: v})
-		case len([]rune(s)) > 255:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "episode_id"), Msg: "String should have at most 255 characters", Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}})
-		default:
-			r.EpisodeID = s
-		}
+		var e *FieldError
+		r.EpisodeID, e = boundedString(v, loc(at, "episode_id"), 255, runeCount)
+		add(e)
 	}
 	if v, present := m["task_id"]; present && v != nil {
-		s, ok := v.(string)
-		switch {
-		case !ok:
-			errs = append(errs, FieldError{Type: "string_type", Loc: loc(at, "task_id"), Msg: "Input should be a valid string", Input: v})
-		case len(s) > maxIDBytes:
-			errs = append(errs, FieldError{Type: "string_too_long", Loc: loc(at, "task_id"), Msg: fmt.Sprintf("String should have at most %d characters", maxIDBytes), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": maxIDBytes}})
-		default:
-			r.TaskID = s
-		}
+		var e *FieldError
+		r.TaskID, e = boundedString(v, loc(at, "task_id"), maxIDBytes, byteCount)
+		add(e)
 	}
 	return r, errs
+}
+
+// resetSeed checks a reset's seed: an integer >= 0.
+func resetSeed(v any, at []any) (*int64, *FieldError) {
+	n, ok := v.(json.Number)
+	i, err := n.Int64()
+	switch {
+	case !ok || err != nil:
+		return nil, &FieldError{Type: "int_type", Loc: loc(at, "seed"), Msg: "Input should be a valid integer", Input: v}
+	case i < 0:
+		return nil, &FieldError{Type: "greater_than_equal", Loc: loc(at, "seed"), Msg: "Input should be greater than or equal to 0", Input: i, Ctx: map[string]any{"ge": 0}}
+	}
+	return &i, nil
+}
+
+// runeCount and byteCount measure a string in characters and in bytes.
+func runeCount(s string) int { return len([]rune(s)) }
+func byteCount(s string) int { return len(s) }
+
+// boundedString checks a string field of at most limit, as length counts.
+func boundedString(v any, at []any, limit int, length func(string) int) (string, *FieldError) {
+	s, ok := v.(string)
+	switch {
+	case !ok:
+		return "", &FieldError{Type: "string_type", Loc: at, Msg: "Input should be a valid string", Input: v}
+	case length(s) > limit:
+		return "", &FieldError{Type: "string_too_long", Loc: at, Msg: fmt.Sprintf("String should have at most %d characters", limit), Input: wire.Prefix(s, wire.QuoteBytes), Ctx: map[string]any{"max_length": limit}}
+	}
+	return s, nil
 }
 
 // checkText refuses a message whose JSON text is not valid UTF-8 or holds an
@@ -256,7 +271,7 @@ func parseOEStep(raw json.RawMessage) (oeStep, ValidationError) {
 	}
 	if v, present := m["request_id"]; present && v != nil {
 		var e *FieldError
-		if s.RequestID, e = stepRequestID(v); e != nil {
+		if s.RequestID, e = boundedString(v, []any{"body", "request_id"}, 255, runeCount); e != nil {
 			errs = append(errs, *e)
 		}
 	}
@@ -317,18 +332,6 @@ func stepTimeout(v any) (float64, *FieldError) {
 		return 0, &FieldError{Type: "less_than_equal", Loc: []any{"body", "timeout_s"}, Msg: fmt.Sprintf("Input should be less than or equal to %d", maxStepTimeoutS), Input: f, Ctx: map[string]any{"le": maxStepTimeoutS}}
 	}
 	return f, nil
-}
-
-// stepRequestID checks request_id: a string of at most 255 characters.
-func stepRequestID(v any) (string, *FieldError) {
-	str, ok := v.(string)
-	switch {
-	case !ok:
-		return "", &FieldError{Type: "string_type", Loc: []any{"body", "request_id"}, Msg: "Input should be a valid string", Input: v}
-	case len([]rune(str)) > 255:
-		return "", &FieldError{Type: "string_too_long", Loc: []any{"body", "request_id"}, Msg: "String should have at most 255 characters", Input: wire.Prefix(str, wire.QuoteBytes), Ctx: map[string]any{"max_length": 255}}
-	}
-	return str, nil
 }
 
 // oeResult is OpenEnv's {observation, reward, done}: the observation's own
