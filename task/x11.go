@@ -140,50 +140,75 @@ func getImage(c *xgb.Conn) (*image.RGBA, error) {
 	if err != nil {
 		return nil, err
 	}
-	var bpp, pad int
-	for _, f := range setup.PixmapFormats {
-		if f.Depth == r.Depth {
-			bpp, pad = int(f.BitsPerPixel), int(f.ScanlinePad)
-		}
+	pf, err := pixelFormatOf(setup, scr, r.Depth)
+	if err != nil {
+		return nil, err
 	}
-	var vis *xproto.VisualInfo
-	for _, d := range scr.AllowedDepths {
-		for i := range d.Visuals {
-			if d.Visuals[i].VisualId == scr.RootVisual {
-				vis = &d.Visuals[i]
-			}
-		}
-	}
-	if vis == nil || (bpp != 32 && bpp != 16) || pad == 0 {
-		return nil, fmt.Errorf("unsupported screen format (depth %d, %d bits per pixel)", r.Depth, bpp)
-	}
-	stride := (w*bpp + pad - 1) / pad * pad / 8
+	stride := (w*pf.bpp + pf.pad - 1) / pf.pad * pf.pad / 8
 	if len(r.Data) < stride*h {
 		return nil, fmt.Errorf("GetImage returned %d bytes, want %d", len(r.Data), stride*h)
 	}
-	var order binary.ByteOrder = binary.LittleEndian
-	if setup.ImageByteOrder == xproto.ImageOrderMSBFirst {
-		order = binary.BigEndian
-	}
-	rs, gs, bs := channel(vis.RedMask), channel(vis.GreenMask), channel(vis.BlueMask)
 	img := image.NewRGBA(image.Rect(0, 0, w, h))
 	for y := 0; y < h; y++ {
-		row := r.Data[y*stride:]
-		out := img.Pix[y*img.Stride:]
-		for x := 0; x < w; x++ {
-			var p uint32
-			if bpp == 32 {
-				p = order.Uint32(row[x*4:])
-			} else {
-				p = uint32(order.Uint16(row[x*2:]))
-			}
-			out[x*4] = rs.get(p)
-			out[x*4+1] = gs.get(p)
-			out[x*4+2] = bs.get(p)
-			out[x*4+3] = 0xff
-		}
+		pf.row(img.Pix[y*img.Stride:], r.Data[y*stride:], w)
 	}
 	return img, nil
+}
+
+// pixelFormat is how the server lays out the root window's pixels in a
+// ZPixmap image.
+type pixelFormat struct {
+	bpp, pad   int // bits per pixel, scanline padding in bits
+	order      binary.ByteOrder
+	rs, gs, bs channelMask
+}
+
+// pixelFormatOf finds the pixmap format of depth and the root visual's colour
+// masks in the server's setup.
+func pixelFormatOf(setup *xproto.SetupInfo, scr *xproto.ScreenInfo, depth byte) (pixelFormat, error) {
+	pf := pixelFormat{order: binary.LittleEndian}
+	if setup.ImageByteOrder == xproto.ImageOrderMSBFirst {
+		pf.order = binary.BigEndian
+	}
+	for _, f := range setup.PixmapFormats {
+		if f.Depth == depth {
+			pf.bpp, pf.pad = int(f.BitsPerPixel), int(f.ScanlinePad)
+		}
+	}
+	vis := rootVisual(scr)
+	if vis == nil || (pf.bpp != 32 && pf.bpp != 16) || pf.pad == 0 {
+		return pixelFormat{}, fmt.Errorf("unsupported screen format (depth %d, %d bits per pixel)", depth, pf.bpp)
+	}
+	pf.rs, pf.gs, pf.bs = channel(vis.RedMask), channel(vis.GreenMask), channel(vis.BlueMask)
+	return pf, nil
+}
+
+// rootVisual is the root window's visual, nil if the setup does not list it.
+func rootVisual(scr *xproto.ScreenInfo) *xproto.VisualInfo {
+	for _, d := range scr.AllowedDepths {
+		for i := range d.Visuals {
+			if d.Visuals[i].VisualId == scr.RootVisual {
+				return &d.Visuals[i]
+			}
+		}
+	}
+	return nil
+}
+
+// row converts one row of w pixels from src into RGBA in dst.
+func (pf pixelFormat) row(dst, src []byte, w int) {
+	for x := 0; x < w; x++ {
+		var p uint32
+		if pf.bpp == 32 {
+			p = pf.order.Uint32(src[x*4:])
+		} else {
+			p = uint32(pf.order.Uint16(src[x*2:]))
+		}
+		dst[x*4] = pf.rs.get(p)
+		dst[x*4+1] = pf.gs.get(p)
+		dst[x*4+2] = pf.bs.get(p)
+		dst[x*4+3] = 0xff
+	}
 }
 
 type channelMask struct {
