@@ -842,7 +842,7 @@ func (d *Display) Close() error {
 func dialWait(ctx context.Context, name string, limit time.Duration, died <-chan struct{}) (*xgb.Conn, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		conn, err := xgb.NewConnDisplay(name)
+		conn, err := xext.Dial(ctx, name)
 		if err == nil {
 			return conn, nil
 		}
