@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -88,6 +89,9 @@ type Config struct {
 	// Traits are optional tool groups (bash, files, clipboard); all off in
 	// the zero value.
 	Traits Traits
+	// ProgressEvery is how often a call still running tells a client that
+	// asked for progress (a progressToken) that it is (default 5 s).
+	ProgressEvery time.Duration
 }
 
 // Server serves one desktop's executor and screen over MCP.
@@ -128,6 +132,9 @@ func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
 	if cfg.MaxTextBytes < 0 {
 		return nil, fmt.Errorf("mcpserver: MaxTextBytes is %d: it must be 0 (hci's cap of %d) or positive", cfg.MaxTextBytes, hci.MaxTextBytes)
 	}
@@ -166,6 +173,7 @@ func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg
 		// (SpaceChanged).
 		server.WithToolCapabilities(true),
 		server.WithInstructions(s.instructions()),
+		server.WithToolHandlerMiddleware(s.withProgress),
 	)
 	s.mcp.AddTools(serverTools(s.listed(s.tools))...)
 	// The default session manager hands out session ids but accepts requests
