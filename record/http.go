@@ -43,6 +43,8 @@ func (r *Recorder) Handler() http.Handler {
 //	                             the episode (over the lifecycle bus) and writes its outcome
 //	                             in; "reward", "done", "success", "reasons" given beside it
 //	                             override the checker's, or stand alone without it
+//	GET  /api/recording/episodes and GET/PUT /api/recording/episodes/{id}/review
+//	                             the recorded episodes and their reviews (episodes.go)
 //
 // Answers are JSON: the Status, or {"error": "..."}.
 func (r *Recorder) mux() http.Handler {
@@ -58,8 +60,11 @@ func (r *Recorder) mux() http.Handler {
 		r.answer(w, http.StatusOK, r.Resume(req.Context()))
 	})
 	mux.HandleFunc("POST /api/recording/stop", r.apiStop)
+	mux.HandleFunc("GET /api/recording/episodes", r.apiEpisodes)
+	mux.HandleFunc("GET /api/recording/episodes/{id}/review", r.apiGetReview)
+	mux.HandleFunc("PUT /api/recording/episodes/{id}/review", r.apiSetReview)
 	mux.HandleFunc("/api/recording/", func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording or POST /api/recording/{start,pause,resume,stop}", req.Method, req.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording, POST /api/recording/{start,pause,resume,stop}, GET /api/recording/episodes or GET/PUT /api/recording/episodes/{id}/review", req.Method, req.URL.Path))
 	})
 	return mux
 }
@@ -159,6 +164,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false) // notes and instructions keep <, > and & as written
 	enc.Encode(v)
 }
 
