@@ -53,6 +53,10 @@ var floors = map[string]tier{
 
 func floorOf(pkg string) (tier, bool) {
 	switch {
+	case pkg == "internal/testrig":
+		// The test rig starts real desktops for tests: a harness over
+		// display and xprobe that only _test files import.
+		return tierStandalone, true
 	case strings.HasPrefix(pkg, "internal/"):
 		return tierInternal, true
 	case strings.HasPrefix(pkg, "cmd/"):
