@@ -59,18 +59,8 @@ const (
 	DefaultScrollNotch = 3        // scroll_amount when omitted, as in the reference best practices
 )
 
-var actionNames = []string{
-	ActScreenshot, ActLeftClick, ActRightClick, ActMiddleClick, ActDoubleClick, ActTripleClick,
-	ActMouseMove, ActLeftClickDrag, ActLeftMouseDown, ActLeftMouseUp, ActScroll, ActType,
-	ActKey, ActHoldKey, ActWait, ActCursorPosition, ActZoom,
-}
-
 // Actions returns the 17 action names in the order DESIGN.md lists them.
 func Actions() []string { return append([]string(nil), actionNames...) }
-
-// field names, for messages and the unknown-field check.
-var fieldNames = []string{"action", "coordinate", "start_coordinate", "region", "text", "key",
-	"scroll_direction", "scroll_amount", "duration"}
 
 // ParseAction decodes a tool_use input strictly: an unknown field, a field of
 // the wrong JSON type or a non-integer coordinate is an error saying which
@@ -86,57 +76,14 @@ var fieldNames = []string{"action", "coordinate", "start_coordinate", "region", 
 // a tool call.
 func ParseAction(raw []byte) (Action, error) {
 	var a Action
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return a, errors.New("empty action: expected a JSON object such as {\"action\":\"screenshot\"}")
+	fields, err := actionObject(raw)
+	if err != nil {
+		return a, err
 	}
-	if err := wire.CheckJSON(raw); err != nil {
-		return a, fmt.Errorf("action: %w", err)
+	if err := unknownFields(fields); err != nil {
+		return a, err
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return a, fmt.Errorf("action must be a JSON object, got %s", te.Value)
-		}
-		return a, fmt.Errorf("action is not valid JSON: %w", err)
-	}
-	if fields == nil {
-		return a, errors.New("action must be a JSON object, got null")
-	}
-	var unknown []string
-	for k := range fields {
-		if !slices.Contains(fieldNames, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		msg := "unknown field " + wire.Quote(unknown[0])
-		if len(unknown) > 1 {
-			quoted := make([]string, 0, 4)
-			for _, u := range unknown[:min(len(unknown), 4)] {
-				quoted = append(quoted, wire.Quote(u))
-			}
-			if len(unknown) > 4 {
-				quoted = append(quoted, fmt.Sprintf("and %d more", len(unknown)-4))
-			}
-			msg = "unknown fields " + strings.Join(quoted, ", ")
-		}
-		if s := closestField(unknown[0]); s != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", s)
-		}
-		return a, fmt.Errorf("%s; allowed fields are %s", msg, strings.Join(fieldNames, ", "))
-	}
-	get := func(name string) (json.RawMessage, bool) {
-		v, ok := fields[name]
-		if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return nil, false
-		}
-		return v, true
-	}
-	var err error
-	if v, ok := get("action"); ok {
+	if v, ok := present(fields, "action"); ok {
 		if a.Action, err = decodeString("action", v); err != nil {
 			return a, err
 		}
@@ -144,59 +91,134 @@ func ParseAction(raw []byte) (Action, error) {
 	if a.Action == "" {
 		return a, fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
 	}
-	// A null field is taken as absent (harnesses fill unused fields with
-	// None), except a point or region the action would use: a click whose
-	// coordinate came out null (NaN in JavaScript) must not land wherever
-	// the pointer happens to be.
-	for _, f := range []struct {
-		name string
-		bit  int
-	}{{"coordinate", fCoord}, {"start_coordinate", fStart}, {"region", fRegion}} {
-		v, ok := fields[f.name]
-		if ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) && actionFields[a.Action].allowed&f.bit != 0 {
-			return a, fmt.Errorf("%s: %s is null: give it as numbers, or leave it out%s", a.Action, f.name, nullHint(f.bit))
-		}
+	if err := nullPoints(a.Action, fields); err != nil {
+		return a, err
 	}
-	if v, ok := get("coordinate"); ok {
-		if a.Coordinate, err = decodeInts("coordinate", v, 2, "[x, y]"); err != nil {
-			return a, err
-		}
-	}
-	if v, ok := get("start_coordinate"); ok {
-		if a.StartCoordinate, err = decodeInts("start_coordinate", v, 2, "[x, y]"); err != nil {
-			return a, err
-		}
-	}
-	if v, ok := get("region"); ok {
-		if a.Region, err = decodeInts("region", v, 4, "[x0, y0, x1, y1]"); err != nil {
-			return a, err
-		}
-	}
-	for _, f := range []struct {
-		name string
-		dst  *string
-	}{{"text", &a.Text}, {"key", &a.Key}, {"scroll_direction", &a.ScrollDirection}} {
-		if v, ok := get(f.name); ok {
-			if *f.dst, err = decodeString(f.name, v); err != nil {
+	for _, fd := range fieldDecoders {
+		if v, ok := present(fields, fd.name); ok {
+			if err := fd.decode(v, &a); err != nil {
 				return a, err
 			}
 		}
 	}
-	if v, ok := get("scroll_amount"); ok {
-		n, err := decodeInt("scroll_amount", v)
-		if err != nil {
-			return a, err
-		}
-		a.ScrollAmount = &n
+	return a, nil
+}
+
+// actionObject reads raw as a JSON object, its fields by name, after
+// checking its strings on the raw bytes.
+func actionObject(raw []byte) (map[string]json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, errors.New("empty action: expected a JSON object such as {\"action\":\"screenshot\"}")
 	}
-	if v, ok := get("duration"); ok {
+	if err := wire.CheckJSON(raw); err != nil {
+		return nil, fmt.Errorf("action: %w", err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("action must be a JSON object, got %s", te.Value)
+		}
+		return nil, fmt.Errorf("action is not valid JSON: %w", err)
+	}
+	if fields == nil {
+		return nil, errors.New("action must be a JSON object, got null")
+	}
+	return fields, nil
+}
+
+// unknownFields names the fields no action takes, up to four of them.
+func unknownFields(fields map[string]json.RawMessage) error {
+	var unknown []string
+	for k := range fields {
+		if !slices.Contains(fieldNames, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	msg := "unknown field " + wire.Quote(unknown[0])
+	if len(unknown) > 1 {
+		quoted := make([]string, 0, 4)
+		for _, u := range unknown[:min(len(unknown), 4)] {
+			quoted = append(quoted, wire.Quote(u))
+		}
+		if len(unknown) > 4 {
+			quoted = append(quoted, fmt.Sprintf("and %d more", len(unknown)-4))
+		}
+		msg = "unknown fields " + strings.Join(quoted, ", ")
+	}
+	if s := closestField(unknown[0]); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return fmt.Errorf("%s; allowed fields are %s", msg, strings.Join(fieldNames, ", "))
+}
+
+// present is the field's value unless it is absent or null.
+func present(fields map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+	v, ok := fields[name]
+	if !ok || bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return nil, false
+	}
+	return v, true
+}
+
+// nullPoints refuses a null point or region that the action would use.
+// Other null fields count as absent (harnesses fill unused fields with
+// None), but a click whose coordinate came out null (NaN in JavaScript) must
+// not land wherever the pointer happens to be.
+func nullPoints(action string, fields map[string]json.RawMessage) error {
+	for _, bit := range []int{fCoord, fStart, fRegion} {
+		name := fieldLabel(bit)
+		v, ok := fields[name]
+		if ok && bytes.Equal(bytes.TrimSpace(v), []byte("null")) && actionFields[action].allowed&bit != 0 {
+			return fmt.Errorf("%s: %s is null: give it as numbers, or leave it out%s", action, name, nullHint(bit))
+		}
+	}
+	return nil
+}
+
+// fieldDecoders decode the fields after "action", in fieldNames order.
+var fieldDecoders = []struct {
+	name   string
+	decode func(v json.RawMessage, a *Action) (err error)
+}{
+	{"coordinate", func(v json.RawMessage, a *Action) (err error) {
+		a.Coordinate, err = decodeInts("coordinate", v, 2, "[x, y]")
+		return err
+	}},
+	{"start_coordinate", func(v json.RawMessage, a *Action) (err error) {
+		a.StartCoordinate, err = decodeInts("start_coordinate", v, 2, "[x, y]")
+		return err
+	}},
+	{"region", func(v json.RawMessage, a *Action) (err error) {
+		a.Region, err = decodeInts("region", v, 4, "[x0, y0, x1, y1]")
+		return err
+	}},
+	{"text", func(v json.RawMessage, a *Action) (err error) { a.Text, err = decodeString("text", v); return err }},
+	{"key", func(v json.RawMessage, a *Action) (err error) { a.Key, err = decodeString("key", v); return err }},
+	{"scroll_direction", func(v json.RawMessage, a *Action) (err error) {
+		a.ScrollDirection, err = decodeString("scroll_direction", v)
+		return err
+	}},
+	{"scroll_amount", func(v json.RawMessage, a *Action) error {
+		n, err := decodeInt("scroll_amount", v)
+		if err == nil {
+			a.ScrollAmount = &n
+		}
+		return err
+	}},
+	{"duration", func(v json.RawMessage, a *Action) error {
 		var d float64
 		if err := json.Unmarshal(v, &d); err != nil {
-			return a, fmt.Errorf("duration must be a number of seconds, got %s", jsonKind(v))
+			return fmt.Errorf("duration must be a number of seconds, got %s", jsonKind(v))
 		}
 		a.Duration = &d
-	}
-	return a, nil
+		return nil
+	}},
 }
 
 // UnmarshalJSON decodes with ParseAction, so an Action read by
@@ -325,42 +347,6 @@ func decodeInts(name string, v json.RawMessage, n int, shape string) ([]int, err
 	return out, nil
 }
 
-// field presence masks for Validate.
-const (
-	fCoord = 1 << iota
-	fStart
-	fRegion
-	fText
-	fKey
-	fDir
-	fAmount
-	fDuration
-)
-
-var fieldLabel = map[int]string{fCoord: "coordinate", fStart: "start_coordinate", fRegion: "region",
-	fText: "text", fKey: "key", fDir: "scroll_direction", fAmount: "scroll_amount", fDuration: "duration"}
-
-// actionFields says, per action, which fields it requires and which it accepts.
-var actionFields = map[string]struct{ required, allowed int }{
-	ActScreenshot:     {0, 0},
-	ActLeftClick:      {0, fCoord | fText | fKey},
-	ActRightClick:     {0, fCoord | fText | fKey},
-	ActMiddleClick:    {0, fCoord | fText | fKey},
-	ActDoubleClick:    {0, fCoord | fText | fKey},
-	ActTripleClick:    {0, fCoord | fText | fKey},
-	ActMouseMove:      {fCoord, fCoord},
-	ActLeftClickDrag:  {fCoord | fStart, fCoord | fStart | fText | fKey},
-	ActLeftMouseDown:  {0, fCoord},
-	ActLeftMouseUp:    {0, fCoord},
-	ActScroll:         {fDir, fCoord | fDir | fAmount | fText | fKey},
-	ActType:           {fText, fText},
-	ActKey:            {fText, fText},
-	ActHoldKey:        {fText | fDuration, fText | fDuration},
-	ActWait:           {fDuration, fDuration},
-	ActCursorPosition: {0, 0},
-	ActZoom:           {fRegion, fRegion},
-}
-
 func (a Action) present() int {
 	m := 0
 	if a.Coordinate != nil {
@@ -396,70 +382,109 @@ func (a Action) present() int {
 // at most MaxTextBytes with no control characters but newline and tab,
 // duration is 0..100 s and scroll_amount 1..100 notches.
 func (a Action) Validate(s Space) error {
-	spec, ok := actionFields[a.Action]
-	if !ok {
-		if a.Action == "" {
-			return fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
-		}
-		msg := "unknown action " + wire.Quote(a.Action)
-		best, bestD := "", 3
-		for _, n := range actionNames {
-			if d := editDistance(strings.ToLower(a.Action), n); d < bestD {
-				best, bestD = n, d
-			}
-		}
-		if best != "" {
-			msg += fmt.Sprintf(" (did you mean %q?)", best)
-		}
-		return fmt.Errorf("%s; known actions: %s", msg, strings.Join(actionNames, ", "))
+	spec, err := lookupAction(a.Action)
+	if err != nil {
+		return err
 	}
 	if err := s.Check(); err != nil {
 		return fmt.Errorf("cannot check %s: %w", a.Action, err)
 	}
-	have := a.present()
+	if err := spec.checkFields(a.present()); err != nil {
+		return err
+	}
+	for _, check := range valueChecks {
+		if err := check(a, s); err != nil {
+			return fmt.Errorf("%s: %w", a.Action, err)
+		}
+	}
+	return nil
+}
+
+// lookupAction is the rule of a known action, or an error that names the
+// nearest known one.
+func lookupAction(name string) (actionRule, error) {
+	if spec, ok := actionFields[name]; ok {
+		return spec, nil
+	}
+	if name == "" {
+		return actionRule{}, fmt.Errorf("action is required: one of %s", strings.Join(actionNames, ", "))
+	}
+	msg := "unknown action " + wire.Quote(name)
+	best, bestD := "", 3
+	for _, n := range actionNames {
+		if d := editDistance(strings.ToLower(name), n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return actionRule{}, fmt.Errorf("%s; known actions: %s", msg, strings.Join(actionNames, ", "))
+}
+
+// checkFields says which required field is missing or which given field the
+// action does not take, first in fieldNames order.
+func (r actionRule) checkFields(have int) error {
 	for bit := fCoord; bit <= fDuration; bit <<= 1 {
-		if spec.required&bit != 0 && have&bit == 0 {
-			return fmt.Errorf("%s requires %s%s", a.Action, fieldLabel[bit], fieldHint(a.Action, bit))
+		if r.required&bit != 0 && have&bit == 0 {
+			return fmt.Errorf("%s requires %s%s", r.name, fieldLabel(bit), fieldHint(r.name, bit))
 		}
-		if spec.allowed&bit == 0 && have&bit != 0 {
-			return fmt.Errorf("%s does not take %s%s", a.Action, fieldLabel[bit], notAllowedHint(a.Action, bit))
-		}
-	}
-	if a.Coordinate != nil {
-		if err := checkPoint("coordinate", a.Coordinate, s); err != nil {
-			return fmt.Errorf("%s: %w", a.Action, err)
+		if r.allowed&bit == 0 && have&bit != 0 {
+			return fmt.Errorf("%s does not take %s%s", r.name, fieldLabel(bit), notAllowedHint(r.name, bit))
 		}
 	}
-	if a.StartCoordinate != nil {
-		if err := checkPoint("start_coordinate", a.StartCoordinate, s); err != nil {
-			return fmt.Errorf("%s: %w", a.Action, err)
+	return nil
+}
+
+// valueChecks check the values of the fields an action has, in this order;
+// Validate prefixes their errors with the action.
+var valueChecks = []func(a Action, s Space) error{
+	func(a Action, s Space) error { return checkPointField("coordinate", a.Coordinate, s) },
+	func(a Action, s Space) error { return checkPointField("start_coordinate", a.StartCoordinate, s) },
+	func(a Action, s Space) error {
+		if a.Region == nil {
+			return nil
 		}
+		return checkRegion(a.Region, s)
+	},
+	func(a Action, _ Space) error {
+		if a.present()&(fText|fKey) == 0 {
+			return nil
+		}
+		return a.checkText()
+	},
+	func(a Action, _ Space) error { return a.checkScroll() },
+	func(a Action, _ Space) error { return a.checkDuration() },
+}
+
+func checkPointField(name string, p []int, s Space) error {
+	if p == nil {
+		return nil
 	}
-	if a.Region != nil {
-		if err := checkRegion(a.Region, s); err != nil {
-			return fmt.Errorf("%s: %w", a.Action, err)
-		}
+	return checkPoint(name, p, s)
+}
+
+func (a Action) checkScroll() error {
+	if a.Action != ActScroll {
+		return nil
 	}
-	if have&(fText|fKey) != 0 {
-		if err := a.checkText(); err != nil {
-			return fmt.Errorf("%s: %w", a.Action, err)
-		}
+	switch a.ScrollDirection {
+	case "up", "down", "left", "right":
+	default:
+		return fmt.Errorf("scroll_direction must be one of up, down, left, right, got %s", wire.Quote(a.ScrollDirection))
 	}
-	if a.Action == ActScroll {
-		switch a.ScrollDirection {
-		case "up", "down", "left", "right":
-		default:
-			return fmt.Errorf("scroll: scroll_direction must be one of up, down, left, right, got %s", wire.Quote(a.ScrollDirection))
-		}
-		if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
-			return fmt.Errorf("scroll: scroll_amount must be a number of wheel notches from 1 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
-		}
+	if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
+		return fmt.Errorf("scroll_amount must be a number of wheel notches from 1 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
 	}
-	if a.Duration != nil {
-		d := *a.Duration
-		if math.IsNaN(d) || d < 0 || d > MaxDuration {
-			return fmt.Errorf("%s: duration must be between 0 and %g seconds, got %g", a.Action, MaxDuration, d)
-		}
+	return nil
+}
+
+func (a Action) checkDuration() error {
+	if a.Duration == nil {
+		return nil
+	}
+	if d := *a.Duration; math.IsNaN(d) || d < 0 || d > MaxDuration {
+		return fmt.Errorf("duration must be between 0 and %g seconds, got %g", MaxDuration, d)
 	}
 	return nil
 }
@@ -534,19 +559,30 @@ func (a Action) checkText() error {
 		return fmt.Errorf("key: %w", err)
 	}
 	if a.Action == ActType {
-		if len(a.Text) > MaxTextBytes {
-			return fmt.Errorf("text is %d bytes; at most %d (64 KiB) are typed in one action, split it", len(a.Text), MaxTextBytes)
-		}
-		for i, r := range a.Text {
-			if r == '\n' || r == '\r' || r == '\t' {
-				continue
-			}
-			if KeysymForRune(r) == 0 || r == '\b' || r == 0x1b || r == 0x7f {
-				return fmt.Errorf("text has the control character %U at byte %d; only newline and tab are typed (press other keys with the key action)", r, i)
-			}
-		}
-		return nil
+		return checkTyped(a.Text)
 	}
+	return a.checkChord()
+}
+
+// checkTyped checks the text of a type action: not too long, and no
+// control characters but newline and tab.
+func checkTyped(text string) error {
+	if len(text) > MaxTextBytes {
+		return fmt.Errorf("text is %d bytes; at most %d (64 KiB) are typed in one action, split it", len(text), MaxTextBytes)
+	}
+	for i, r := range text {
+		if r == '\n' || r == '\r' || r == '\t' {
+			continue
+		}
+		if KeysymForRune(r) == 0 || r == '\b' || r == 0x1b || r == 0x7f {
+			return fmt.Errorf("text has the control character %U at byte %d; only newline and tab are typed (press other keys with the key action)", r, i)
+		}
+	}
+	return nil
+}
+
+// checkChord checks the keys of key and hold_key, or a click's modifiers.
+func (a Action) checkChord() error {
 	chord := a.Text
 	if chord == "" {
 		chord = a.Key
@@ -554,16 +590,14 @@ func (a Action) checkText() error {
 	if len(chord) > MaxKeyTextBytes {
 		return fmt.Errorf("key text is %d bytes; at most %d are allowed", len(chord), MaxKeyTextBytes)
 	}
-	var err error
 	if a.Action == ActKey || a.Action == ActHoldKey {
-		_, err = ParseKeys(chord)
-	} else {
-		_, err = ParseChord(chord)
-		if err != nil {
-			err = fmt.Errorf("modifiers: %w", err)
-		}
+		_, err := ParseKeys(chord)
+		return err
 	}
-	return err
+	if _, err := ParseChord(chord); err != nil {
+		return fmt.Errorf("modifiers: %w", err)
+	}
+	return nil
 }
 
 // Modifiers returns the keys to hold during a click, drag or scroll (from text
@@ -581,14 +615,7 @@ func (a Action) Modifiers() ([]Keysym, error) {
 
 // Mutates reports whether the action can change the desktop. screenshot,
 // cursor_position, zoom and wait do not (wait still returns a screenshot).
-func (a Action) Mutates() bool {
-	switch a.Action {
-	case ActScreenshot, ActCursorPosition, ActZoom, ActWait:
-		return false
-	}
-	_, known := actionFields[a.Action]
-	return known
-}
+func (a Action) Mutates() bool { return actionFields[a.Action].mutates }
 
 // String is the action as compact JSON, for logs.
 func (a Action) String() string {

@@ -258,31 +258,26 @@ func (s *Server) computerTool() Tool {
 	}
 }
 
+// computerDescription is the computer tool's description: the screen, then
+// one line per action from hci's action table, actions that share a summary
+// (the five clicks) on one line.
 func (s *Server) computerDescription() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Use a mouse and keyboard to interact with a Linux desktop, and take screenshots. "+
 		"The screen is %d x %d pixels; coordinates are [x, y] in those pixels, origin top-left. "+
-		"Actions that change the screen answer with a screenshot taken once the screen has settled.\n\nActions:\n",
+		"Actions that change the screen answer with a screenshot taken once the screen has settled.\n\nActions:",
 		s.space.ModelW, s.space.ModelH)
-	for _, line := range []string{
-		"screenshot: the whole screen.",
-		"left_click, right_click, middle_click, double_click, triple_click: at coordinate (or where the pointer is); text holds modifiers (ctrl, shift+alt).",
-		"mouse_move: to coordinate.",
-		"left_click_drag: press at start_coordinate, release at coordinate.",
-		"left_mouse_down, left_mouse_up: press or release the left button, after moving to coordinate if given.",
-		"scroll: scroll_direction up/down/left/right, scroll_amount notches (default 3), at coordinate if given.",
-		"type: type text.",
-		"key: press a chord in text, xdotool names such as ctrl+s, Return, alt+Tab, Page_Down.",
-		"hold_key: hold the chord in text for duration seconds.",
-		"wait: wait duration seconds, then screenshot.",
-		"cursor_position: the pointer's position as X=..,Y=..",
-		"zoom: region [x0, y0, x1, y1] at the screen's full resolution; later coordinates still refer to the full screenshot.",
-	} {
-		b.WriteString("- ")
-		b.WriteString(line)
-		b.WriteByte('\n')
+	specs := hci.ActionSpecs()
+	for i := 0; i < len(specs); {
+		names := []string{specs[i].Name}
+		j := i + 1
+		for ; j < len(specs) && specs[j].Summary == specs[i].Summary; j++ {
+			names = append(names, specs[j].Name)
+		}
+		fmt.Fprintf(&b, "\n- %s: %s", strings.Join(names, ", "), specs[i].Summary)
+		i = j
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return b.String()
 }
 
 // actionTools are the granular tools, one per action.
