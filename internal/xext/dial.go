@@ -18,27 +18,37 @@ func Dial(ctx context.Context, name string) (*xgb.Conn, error) {
 	if name == "" {
 		return nil, errors.New("no X display named (want one such as \":5\")")
 	}
-	type result struct {
-		c   *xgb.Conn
-		err error
-	}
-	ch := make(chan result, 1)
+	ch := make(chan dialed, 1)
 	go func() {
 		c, err := xgb.NewConnDisplay(name)
-		ch <- result{c, err}
+		ch <- dialed{c, err}
 	}()
 	select {
 	case r := <-ch:
-		if r.err != nil {
-			return nil, fmt.Errorf("connect to display %s: %w", name, r.err)
-		}
-		return r.c, nil
+		return r.conn(name)
 	case <-ctx.Done():
-		go func() {
-			if r := <-ch; r.c != nil {
-				r.c.Close()
-			}
-		}()
+		go closeLate(ch)
 		return nil, fmt.Errorf("connect to display %s: the X server did not answer: %w", name, ctx.Err())
+	}
+}
+
+// dialed is the outcome of one dial.
+type dialed struct {
+	c   *xgb.Conn
+	err error
+}
+
+func (r dialed) conn(name string) (*xgb.Conn, error) {
+	if r.err != nil {
+		return nil, fmt.Errorf("connect to display %s: %w", name, r.err)
+	}
+	return r.c, nil
+}
+
+// closeLate closes the connection of a dial nobody waits for any more,
+// should it ever complete.
+func closeLate(ch <-chan dialed) {
+	if r := <-ch; r.c != nil {
+		r.c.Close()
 	}
 }

@@ -58,12 +58,8 @@ func NewOwner(display, sel string, log *slog.Logger) (*Owner, error) {
 // ownership, so a Read that starts afterwards gets text. ctx bounds the
 // exchange; without a deadline DefaultTimeout applies.
 func (o *Owner) Set(ctx context.Context, text string) error {
-	if len(text) > MaxSetBytes {
-		return fmt.Errorf("set the %s selection: the text is %d bytes, more than the %d bytes (%d KiB) a selection can be set to",
-			o.sel, len(text), MaxSetBytes, MaxSetBytes>>10)
-	}
-	if !utf8.ValidString(text) {
-		return fmt.Errorf("set the %s selection: the text is not valid UTF-8", o.sel)
+	if err := checkText(text); err != nil {
+		return fmt.Errorf("set the %s selection: %w", o.sel, err)
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
@@ -73,20 +69,25 @@ func (o *Owner) Set(ctx context.Context, text string) error {
 	if err != nil {
 		return fmt.Errorf("set the %s selection: %w", o.sel, err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- oc.take([]byte(text)) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("the X server did not answer: %w", ctx.Err())
-	}
-	if err != nil {
+	if err := oc.takeWithin(ctx, []byte(text)); err != nil {
 		var xerr xgb.Error
 		if !errors.As(err, &xerr) {
 			// A timeout or a broken connection: start afresh next time.
 			o.drop(oc)
 		}
 		return fmt.Errorf("set the %s selection: %w", o.sel, err)
+	}
+	return nil
+}
+
+// checkText says why text cannot be a selection's, if it cannot.
+func checkText(text string) error {
+	if len(text) > MaxSetBytes {
+		return fmt.Errorf("the text is %d bytes, more than the %d bytes (%d KiB) a selection can be set to",
+			len(text), MaxSetBytes, MaxSetBytes>>10)
+	}
+	if !utf8.ValidString(text) {
+		return errors.New("the text is not valid UTF-8")
 	}
 	return nil
 }
@@ -135,21 +136,9 @@ func (o *Owner) Holds(win xproto.Window) bool {
 // connection returns the live connection, dialling a new one when there is
 // none or the last one broke (the X server restarted, say).
 func (o *Owner) connection(ctx context.Context) (*ownerConn, error) {
-	o.mu.Lock()
-	if o.closed {
-		o.mu.Unlock()
-		return nil, ErrClosed
-	}
-	oc := o.conn
-	o.mu.Unlock()
-	if oc != nil {
-		select {
-		case <-oc.done:
-			o.log.Info("X connection of the selection owner was lost; reconnecting")
-			o.drop(oc)
-		default:
-			return oc, nil
-		}
+	oc, err := o.live()
+	if oc != nil || err != nil {
+		return oc, err
 	}
 	c, err := xext.Dial(ctx, o.display)
 	if err != nil {
@@ -168,6 +157,28 @@ func (o *Owner) connection(ctx context.Context) (*ownerConn, error) {
 	o.conn = oc
 	o.mu.Unlock()
 	return oc, nil
+}
+
+// live returns the current connection while it lasts; nil, nil when there
+// is none or it was lost (then it is dropped).
+func (o *Owner) live() (*ownerConn, error) {
+	o.mu.Lock()
+	oc, closed := o.conn, o.closed
+	o.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if oc == nil {
+		return nil, nil
+	}
+	select {
+	case <-oc.done:
+		o.log.Info("X connection of the selection owner was lost; reconnecting")
+		o.drop(oc)
+		return nil, nil
+	default:
+		return oc, nil
+	}
 }
 
 // drop forgets oc (if it is still the current connection) and closes it.
@@ -201,27 +212,7 @@ type ownerConn struct {
 func newOwnerConn(ctx context.Context, c *xgb.Conn, sel string, log *slog.Logger) (*ownerConn, error) {
 	oc := &ownerConn{c: c, log: log, done: make(chan struct{})}
 	setup := make(chan error, 1)
-	go func() {
-		atoms, err := InternAtoms(c, sel, "UTF8_STRING", "TARGETS", "TEXT")
-		if err != nil {
-			setup <- err
-			return
-		}
-		oc.sel, oc.utf8, oc.targets, oc.text = atoms[sel], atoms["UTF8_STRING"], atoms["TARGETS"], atoms["TEXT"]
-		if oc.win, err = xproto.NewWindowId(c); err != nil {
-			setup <- fmt.Errorf("allocate a window id: %w", err)
-			return
-		}
-		root := xproto.Setup(c).DefaultScreen(c).Root
-		// An unmapped InputOnly window: an owner needs a window, never a
-		// visible one.
-		if err := xproto.CreateWindowChecked(c, 0, oc.win, root, -10, -10, 1, 1, 0,
-			xproto.WindowClassInputOnly, 0, 0, nil).Check(); err != nil {
-			setup <- fmt.Errorf("create the window that owns the selection: %w", err)
-			return
-		}
-		setup <- nil
-	}()
+	go func() { setup <- oc.setup(sel) }()
 	select {
 	case err := <-setup:
 		if err != nil {
@@ -234,6 +225,39 @@ func newOwnerConn(ctx context.Context, c *xgb.Conn, sel string, log *slog.Logger
 	}
 	go oc.serve()
 	return oc, nil
+}
+
+// setup interns the atoms an owner answers with and creates its window.
+func (oc *ownerConn) setup(sel string) error {
+	c := oc.c
+	atoms, err := InternAtoms(c, sel, "UTF8_STRING", "TARGETS", "TEXT")
+	if err != nil {
+		return err
+	}
+	oc.sel, oc.utf8, oc.targets, oc.text = atoms[sel], atoms["UTF8_STRING"], atoms["TARGETS"], atoms["TEXT"]
+	if oc.win, err = xproto.NewWindowId(c); err != nil {
+		return fmt.Errorf("allocate a window id: %w", err)
+	}
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	// An unmapped InputOnly window: an owner needs a window, never a
+	// visible one.
+	if err := xproto.CreateWindowChecked(c, 0, oc.win, root, -10, -10, 1, 1, 0,
+		xproto.WindowClassInputOnly, 0, 0, nil).Check(); err != nil {
+		return fmt.Errorf("create the window that owns the selection: %w", err)
+	}
+	return nil
+}
+
+// takeWithin is take, giving up when ctx ends.
+func (oc *ownerConn) takeWithin(ctx context.Context, data []byte) error {
+	done := make(chan error, 1)
+	go func() { done <- oc.take(data) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("the X server did not answer: %w", ctx.Err())
+	}
 }
 
 // take makes this connection's window the owner with data and checks that
@@ -286,13 +310,19 @@ func (oc *ownerConn) serve() {
 		case xproto.SelectionRequestEvent:
 			oc.answer(e)
 		case xproto.SelectionClearEvent:
-			oc.mu.Lock()
-			if e.Selection == oc.sel && int16(e.Sequence-oc.since) >= 0 {
-				oc.data, oc.owning = nil, false
-				oc.log.Debug("another client took the selection")
-			}
-			oc.mu.Unlock()
+			oc.cleared(e)
 		}
+	}
+}
+
+// cleared forgets the text when another client took the selection after
+// this connection's last SetSelectionOwner.
+func (oc *ownerConn) cleared(e xproto.SelectionClearEvent) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if e.Selection == oc.sel && int16(e.Sequence-oc.since) >= 0 {
+		oc.data, oc.owning = nil, false
+		oc.log.Debug("another client took the selection")
 	}
 }
 
@@ -306,31 +336,57 @@ func (oc *ownerConn) answer(e xproto.SelectionRequestEvent) {
 	oc.mu.Lock()
 	data, owning := oc.data, oc.owning
 	oc.mu.Unlock()
-	ok := owning && e.Owner == oc.win && e.Selection == oc.sel
-	if ok {
-		switch e.Target {
-		case oc.targets:
-			list := []xproto.Atom{oc.targets, oc.utf8, oc.text, xproto.AtomString}
-			buf := make([]byte, 4*len(list))
-			for i, a := range list {
-				xgb.Put32(buf[4*i:], uint32(a))
-			}
-			xproto.ChangeProperty(oc.c, xproto.PropModeReplace, e.Requestor, prop, xproto.AtomAtom, 32, uint32(len(list)), buf)
-		case oc.utf8, oc.text:
-			// TEXT lets the owner pick the encoding; UTF-8 loses nothing.
-			xproto.ChangeProperty(oc.c, xproto.PropModeReplace, e.Requestor, prop, oc.utf8, 8, uint32(len(data)), data)
-		case xproto.AtomString:
-			b := latin1(data)
-			xproto.ChangeProperty(oc.c, xproto.PropModeReplace, e.Requestor, prop, xproto.AtomString, 8, uint32(len(b)), b)
-		default:
-			ok = false // MULTIPLE, TIMESTAMP, images...: a requestor then tries another target
-		}
-	}
+	ok := owning && e.Owner == oc.win && e.Selection == oc.sel && oc.put(e.Requestor, prop, e.Target, data)
 	if !ok {
 		prop = xproto.AtomNone
 	}
 	n := xproto.SelectionNotifyEvent{Time: e.Time, Requestor: e.Requestor, Selection: e.Selection, Target: e.Target, Property: prop}
 	xproto.SendEvent(oc.c, false, e.Requestor, 0, string(n.Bytes()))
+}
+
+// destroyWindow destroys the owner window, which makes the server drop the
+// selection if the window owns it, within ctx.
+func (oc *ownerConn) destroyWindow(ctx context.Context) error {
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- xproto.DestroyWindowChecked(oc.c, oc.win).Check() }()
+	select {
+	case err := <-destroyed:
+		select {
+		case <-oc.done:
+			return nil // the connection was already gone, and the selection with it
+		default:
+		}
+		if err != nil {
+			return fmt.Errorf("destroy the owner window: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return errors.New("the X server did not answer")
+	}
+}
+
+// put writes data converted to target into property prop of the
+// requestor's window; it reports false for a target it does not offer
+// (MULTIPLE, TIMESTAMP, images...: a requestor then tries another).
+func (oc *ownerConn) put(requestor xproto.Window, prop, target xproto.Atom, data []byte) bool {
+	switch target {
+	case oc.targets:
+		list := []xproto.Atom{oc.targets, oc.utf8, oc.text, xproto.AtomString}
+		buf := make([]byte, 4*len(list))
+		for i, a := range list {
+			xgb.Put32(buf[4*i:], uint32(a))
+		}
+		xproto.ChangeProperty(oc.c, xproto.PropModeReplace, requestor, prop, xproto.AtomAtom, 32, uint32(len(list)), buf)
+	case oc.utf8, oc.text:
+		// TEXT lets the owner pick the encoding; UTF-8 loses nothing.
+		xproto.ChangeProperty(oc.c, xproto.PropModeReplace, requestor, prop, oc.utf8, 8, uint32(len(data)), data)
+	case xproto.AtomString:
+		b := latin1(data)
+		xproto.ChangeProperty(oc.c, xproto.PropModeReplace, requestor, prop, xproto.AtomString, 8, uint32(len(b)), b)
+	default:
+		return false
+	}
+	return true
 }
 
 // close ends the connection; with release it first destroys the window, which
@@ -342,21 +398,7 @@ func (oc *ownerConn) close(release bool) error {
 		wait, cancel := context.WithTimeout(context.Background(), closeWait)
 		defer cancel()
 		if release {
-			destroyed := make(chan error, 1)
-			go func() { destroyed <- xproto.DestroyWindowChecked(oc.c, oc.win).Check() }()
-			select {
-			case e := <-destroyed:
-				select {
-				case <-oc.done:
-					// The connection was already gone, and the selection with it.
-				default:
-					if e != nil {
-						err = fmt.Errorf("destroy the owner window: %w", e)
-					}
-				}
-			case <-wait.Done():
-				err = errors.New("the X server did not answer")
-			}
+			err = oc.destroyWindow(wait)
 		}
 		oc.c.Close()
 		select {

@@ -1,6 +1,7 @@
 package xsel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,24 @@ func Read(ctx context.Context, display, sel string, maxBytes int) (string, error
 		return "", fmt.Errorf("read the %s selection: %w", name, err)
 	}
 	quit := make(chan struct{})
+	events := pump(c, quit)
+	defer func() {
+		// Not waiting for the pump: it ends once the connection has closed,
+		// which a stopped server would delay for ever.
+		close(quit)
+		c.Close()
+	}()
+	r := reader{c: c, events: events, maxBytes: maxBytes}
+	text, err := r.read(ctx, name)
+	if err != nil {
+		return "", fmt.Errorf("read the %s selection: %w", name, err)
+	}
+	return text, nil
+}
+
+// pump forwards c's events to the channel it returns, which it closes when
+// c closes, until quit is closed.
+func pump(c *xgb.Conn, quit <-chan struct{}) <-chan xgb.Event {
 	events := make(chan xgb.Event, 16)
 	go func() {
 		for {
@@ -53,18 +72,7 @@ func Read(ctx context.Context, display, sel string, maxBytes int) (string, error
 			}
 		}
 	}()
-	defer func() {
-		// Not waiting for the pump: it ends once the connection has closed,
-		// which a stopped server would delay for ever.
-		close(quit)
-		c.Close()
-	}()
-	r := reader{c: c, events: events, maxBytes: maxBytes}
-	text, err := r.read(ctx, name)
-	if err != nil {
-		return "", fmt.Errorf("read the %s selection: %w", name, err)
-	}
-	return text, nil
+	return events
 }
 
 // reader is one Read's connection and the events its window receives.
@@ -102,57 +110,74 @@ func (r *reader) read(ctx context.Context, sel string) (string, error) {
 	}
 }
 
+// selAtoms are the atoms one conversion uses.
+type selAtoms struct{ sel, utf8, incr xproto.Atom }
+
 func (r *reader) convert(ctx context.Context, sel string) (string, error) {
 	c := r.c
 	atoms, err := InternAtoms(c, sel, "UTF8_STRING", "INCR", "DESKENV_SELECTION")
 	if err != nil {
 		return "", err
 	}
-	selAtom, utf8Atom, incr := atoms[sel], atoms["UTF8_STRING"], atoms["INCR"]
+	a := selAtoms{sel: atoms[sel], utf8: atoms["UTF8_STRING"], incr: atoms["INCR"]}
 	r.prop = atoms["DESKENV_SELECTION"]
 
-	owner, err := xproto.GetSelectionOwner(c, selAtom).Reply()
+	owner, err := xproto.GetSelectionOwner(c, a.sel).Reply()
 	if err != nil {
 		return "", fmt.Errorf("ask for the owner: %w", err)
 	}
 	if owner.Owner == xproto.WindowNone {
 		return "", nil
 	}
-	screen := xproto.Setup(c).DefaultScreen(c)
-	r.win, err = xproto.NewWindowId(c)
-	if err != nil {
+	if err := r.makeWindow(); err != nil {
 		return "", err
 	}
-	if err := xproto.CreateWindowChecked(c, 0, r.win, screen.Root, -10, -10, 1, 1, 0,
-		xproto.WindowClassInputOnly, 0, xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
-		return "", fmt.Errorf("create a window to receive the selection: %w", err)
-	}
 	defer xproto.DestroyWindow(c, r.win)
-
-	for _, target := range []xproto.Atom{utf8Atom, xproto.AtomString} {
-		if err := xproto.ConvertSelectionChecked(c, r.win, selAtom, target, r.prop, xproto.TimeCurrentTime).Check(); err != nil {
-			return "", fmt.Errorf("ask its owner (window 0x%x) for the text: %w", owner.Owner, err)
+	for _, target := range []xproto.Atom{a.utf8, xproto.AtomString} {
+		text, ok, err := r.fetch(ctx, a, owner.Owner, target)
+		if err != nil || ok {
+			return text, err
 		}
-		ev, err := r.waitSelectionNotify(ctx, selAtom)
-		if err != nil {
-			return "", fmt.Errorf("its owner (window 0x%x) did not answer: %w", owner.Owner, err)
-		}
-		if ev.Property == xproto.AtomNone {
-			continue // the owner cannot convert to this target
-		}
-		data, typ, err := r.readProperty(0)
-		if err != nil {
-			return "", err
-		}
-		if typ == incr {
-			data, typ, err = r.readIncremental(ctx, owner.Owner)
-			if err != nil {
-				return "", err
-			}
-		}
-		return DecodeText(data, typ, utf8Atom), nil
 	}
 	return "", ErrNoText
+}
+
+// makeWindow creates the window the owner puts the text on.
+func (r *reader) makeWindow() error {
+	screen := xproto.Setup(r.c).DefaultScreen(r.c)
+	var err error
+	r.win, err = xproto.NewWindowId(r.c)
+	if err != nil {
+		return err
+	}
+	if err := xproto.CreateWindowChecked(r.c, 0, r.win, screen.Root, -10, -10, 1, 1, 0,
+		xproto.WindowClassInputOnly, 0, xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
+		return fmt.Errorf("create a window to receive the selection: %w", err)
+	}
+	return nil
+}
+
+// fetch asks owner to convert the selection to target and reads the
+// answer; ok is false when the owner cannot convert to target.
+func (r *reader) fetch(ctx context.Context, a selAtoms, owner xproto.Window, target xproto.Atom) (text string, ok bool, err error) {
+	if err := xproto.ConvertSelectionChecked(r.c, r.win, a.sel, target, r.prop, xproto.TimeCurrentTime).Check(); err != nil {
+		return "", false, fmt.Errorf("ask its owner (window 0x%x) for the text: %w", owner, err)
+	}
+	ev, err := r.waitSelectionNotify(ctx, a.sel)
+	if err != nil {
+		return "", false, fmt.Errorf("its owner (window 0x%x) did not answer: %w", owner, err)
+	}
+	if ev.Property == xproto.AtomNone {
+		return "", false, nil
+	}
+	data, typ, err := r.readProperty(0)
+	if err == nil && typ == a.incr {
+		data, typ, err = r.readIncremental(ctx, owner)
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return DecodeText(data, typ, a.utf8), true, nil
 }
 
 func (r *reader) waitSelectionNotify(ctx context.Context, sel xproto.Atom) (xproto.SelectionNotifyEvent, error) {
@@ -162,13 +187,20 @@ func (r *reader) waitSelectionNotify(ctx context.Context, sel xproto.Atom) (xpro
 			if !ok {
 				return xproto.SelectionNotifyEvent{}, errors.New("the X connection closed")
 			}
-			if n, ok := ev.(xproto.SelectionNotifyEvent); ok && n.Requestor == r.win && n.Selection == sel {
+			if n, ok := r.notified(ev, sel); ok {
 				return n, nil
 			}
 		case <-ctx.Done():
 			return xproto.SelectionNotifyEvent{}, ctx.Err()
 		}
 	}
+}
+
+// notified reports whether ev is the answer to this reader's conversion of
+// selection sel.
+func (r *reader) notified(ev xgb.Event, sel xproto.Atom) (xproto.SelectionNotifyEvent, bool) {
+	n, ok := ev.(xproto.SelectionNotifyEvent)
+	return n, ok && n.Requestor == r.win && n.Selection == sel
 }
 
 // readProperty reads the whole property in chunks and deletes it; have is
@@ -208,11 +240,7 @@ func (r *reader) readIncremental(ctx context.Context, owner xproto.Window) ([]by
 			if !ok {
 				return nil, 0, fmt.Errorf("the X connection closed after %d bytes of an incremental transfer", len(out))
 			}
-			n, ok := ev.(xproto.PropertyNotifyEvent)
-			if !ok || n.Window != r.win || n.Atom != r.prop || n.State != xproto.PropertyNewValue {
-				continue
-			}
-			data, t, err := r.readProperty(len(out))
+			data, t, err := r.chunk(ev, len(out))
 			if err != nil {
 				return nil, 0, err
 			}
@@ -222,12 +250,20 @@ func (r *reader) readIncremental(ctx context.Context, owner xproto.Window) ([]by
 			if len(data) == 0 {
 				return out, typ, nil
 			}
-			if typ == 0 {
-				typ = t
-			}
+			typ = cmp.Or(typ, t)
 			out = append(out, data...)
 		case <-ctx.Done():
 			return nil, 0, fmt.Errorf("its owner (window 0x%x) stopped sending after %d bytes of an incremental transfer: %w", owner, len(out), ctx.Err())
 		}
 	}
+}
+
+// chunk reads the chunk of an incremental transfer that ev announced; its
+// type is None when ev announced none. have is how many bytes came before.
+func (r *reader) chunk(ev xgb.Event, have int) ([]byte, xproto.Atom, error) {
+	n, ok := ev.(xproto.PropertyNotifyEvent)
+	if !ok || n.Window != r.win || n.Atom != r.prop || n.State != xproto.PropertyNewValue {
+		return nil, xproto.AtomNone, nil
+	}
+	return r.readProperty(have)
 }

@@ -77,17 +77,7 @@ func (l *Lister) Windows() ([]Window, error) {
 	}
 	level := without(children, check)
 	for depth := 0; len(level) > 0 && depth <= maxDepth; depth++ {
-		var frames []xproto.Window
-		for _, w := range level {
-			win, ok := known[w]
-			switch {
-			case !ok || !win.Viewable:
-			case win.named():
-				out.add(win)
-			default:
-				frames = append(frames, w)
-			}
-		}
+		frames := out.addNamed(level, known)
 		level = l.children(frames)
 		for w, win := range l.describe(level) {
 			known[w] = win
@@ -102,15 +92,12 @@ func (l *Lister) rootState() (clients []xproto.Window, check xproto.Window, chil
 	clientCk := xproto.GetProperty(l.c, false, l.root, l.clientList, xproto.AtomWindow, 0, 1<<16)
 	checkCk := xproto.GetProperty(l.c, false, l.root, l.wmCheck, xproto.AtomWindow, 0, 1)
 	treeCk := xproto.QueryTree(l.c, l.root)
-	if r, err := clientCk.Reply(); err != nil {
+	clients, err = windowsProp(clientCk)
+	if err != nil {
 		return nil, 0, nil, err
-	} else if r.Type == xproto.AtomWindow && r.Format == 32 {
-		clients = windowList(r.Value)
 	}
-	if r, err := checkCk.Reply(); err == nil && r.Format == 32 {
-		if ws := windowList(r.Value); len(ws) > 0 {
-			check = ws[0]
-		}
+	if ws, _ := windowsProp(checkCk); len(ws) > 0 {
+		check = ws[0]
 	}
 	tree, err := treeCk.Reply()
 	if err != nil {
@@ -172,27 +159,38 @@ func (l *Lister) window(w xproto.Window, ck queries) (Window, bool) {
 		return Window{}, false // destroyed while we looked
 	}
 	win := Window{ID: uint32(w), Title: title, PID: pid, Viewable: attrs.MapState == xproto.MapStateViewable}
-	if class.Format == 8 && len(class.Value) > 0 {
-		parts := bytes.Split(bytes.TrimRight(class.Value, "\x00"), []byte{0})
-		win.Instance = string(parts[0])
-		if len(parts) > 1 {
-			win.Class = string(parts[1])
-		}
-	}
+	win.Instance, win.Class = wmClass(class)
 	return win, true
+}
+
+// wmClass splits a WM_CLASS property into its instance and class.
+func wmClass(r *xproto.GetPropertyReply) (instance, class string) {
+	if r.Format != 8 || len(r.Value) == 0 {
+		return "", ""
+	}
+	parts := bytes.Split(bytes.TrimRight(r.Value, "\x00"), []byte{0})
+	if len(parts) > 1 {
+		return string(parts[0]), string(parts[1])
+	}
+	return string(parts[0]), ""
 }
 
 // title is _NET_WM_NAME, or else WM_NAME, as text.
 func (l *Lister) title(net, wm xproto.GetPropertyCookie) string {
-	nr, nerr := net.Reply()
-	wr, werr := wm.Reply()
-	switch {
-	case nerr == nil && nr.Format == 8 && len(nr.Value) > 0:
-		return xsel.DecodeText(nr.Value, nr.Type, l.utf8)
-	case werr == nil && wr.Format == 8 && len(wr.Value) > 0:
-		return xsel.DecodeText(wr.Value, wr.Type, l.utf8)
+	n, w := l.text(net), l.text(wm)
+	if n != "" {
+		return n
 	}
-	return ""
+	return w
+}
+
+// text is an 8-bit text property's value, "" when it has none.
+func (l *Lister) text(ck xproto.GetPropertyCookie) string {
+	r, err := ck.Reply()
+	if err != nil || r.Format != 8 || len(r.Value) == 0 {
+		return ""
+	}
+	return xsel.DecodeText(r.Value, r.Type, l.utf8)
 }
 
 // cardinal is a 32-bit CARDINAL property's value, 0 when it has none.
@@ -210,6 +208,23 @@ type list struct {
 	seen    map[uint32]bool
 }
 
+// addNamed adds the viewable named windows of level and returns its
+// viewable unnamed ones (frames) to look inside. A window missing from
+// known is gone.
+func (l *list) addNamed(level []xproto.Window, known map[xproto.Window]Window) (frames []xproto.Window) {
+	for _, w := range level {
+		win, ok := known[w]
+		switch {
+		case !ok || !win.Viewable:
+		case win.named():
+			l.add(win)
+		default:
+			frames = append(frames, w)
+		}
+	}
+	return frames
+}
+
 func (l *list) add(w Window) {
 	if l.seen == nil {
 		l.seen = map[uint32]bool{}
@@ -218,6 +233,16 @@ func (l *list) add(w Window) {
 		l.seen[w.ID] = true
 		l.windows = append(l.windows, w)
 	}
+}
+
+// windowsProp is a property of type WINDOW as a list; nil when the
+// property is not set.
+func windowsProp(ck xproto.GetPropertyCookie) ([]xproto.Window, error) {
+	r, err := ck.Reply()
+	if err != nil || r.Type != xproto.AtomWindow || r.Format != 32 {
+		return nil, err
+	}
+	return windowList(r.Value), nil
 }
 
 func windowList(b []byte) []xproto.Window {
