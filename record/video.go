@@ -12,6 +12,10 @@ import (
 	"github.com/deskenv/deskenv/screen"
 )
 
+// recordCodec is what recordings are written in: H.264, which every player
+// and training pipeline reads; the segment files are named after it.
+func recordCodec() codec.Codec { return codec.H264() }
+
 // video captures the screen at the configured rate and encodes the frames
 // that changed into H.264 segments: video/NNNNNN.h264, each an Annex-B byte
 // stream that starts with an IDR frame (SPS and PPS included), so every
@@ -31,7 +35,7 @@ func (ep *Episode) video(ctx context.Context) {
 			log.Error("recording: closing the frame index", "err", err)
 		}
 	}()
-	enc, err := codec.NewH264Encoder(codec.H264Options{Width: v.Width, Height: v.Height, FPS: v.FPS, BitrateKbps: v.BitrateKbps})
+	enc, err := recordCodec().NewEncoder(codec.Options{Width: v.Width, Height: v.Height, FPS: v.FPS, BitrateKbps: v.BitrateKbps, Logger: log})
 	if err != nil {
 		log.Error("recording: no video, the encoder would not start", "err", err)
 		return
@@ -138,7 +142,7 @@ func (w *segmentWriter) next(pts time.Duration) error {
 	if err := w.close(); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(filepath.Join(w.dir, fmt.Sprintf("%06d.h264", w.made)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(filepath.Join(w.dir, fmt.Sprintf("%06d.%s", w.made, recordCodec().Name)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}

@@ -104,9 +104,11 @@ func (e *env) probe(t testing.TB) *xprobe.Probe {
 	return p
 }
 
-// frame is one access unit received over RTP, as NAL units.
+// frame is one access unit received over RTP, as NAL units, or one VP8
+// frame.
 type frame struct {
 	nals      [][]byte // without start codes
+	vp8       []byte   // a VP8 frame, for a VP8 viewer
 	timestamp uint32
 	at        time.Time
 }
@@ -156,6 +158,7 @@ type client struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
+	codec    string   // what the answer said it sends
 	cands    []string // the server's trickled candidates
 	remoteOK bool
 	pending  []webrtc.ICECandidateInit
@@ -164,11 +167,19 @@ type client struct {
 type clientOptions struct {
 	token   string
 	noVideo bool // join signalling only
+	vp8Only bool // offer VP8 only, like a browser without H.264
 }
 
-func clientAPI(t testing.TB) *webrtc.API {
+func clientAPI(t testing.TB, vp8Only bool) *webrtc.API {
 	m := &webrtc.MediaEngine{}
-	if err := m.RegisterDefaultCodecs(); err != nil {
+	var err error
+	if vp8Only {
+		err = m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeVP8, ClockRate: 90000,
+			RTCPFeedback: []webrtc.RTCPFeedback{{Type: "nack"}, {Type: "nack", Parameter: "pli"}}}, PayloadType: 96}, webrtc.RTPCodecTypeVideo)
+	} else {
+		err = m.RegisterDefaultCodecs()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	reg := &interceptor.Registry{}
@@ -216,7 +227,7 @@ func join(t testing.TB, e *env, o clientOptions) *client {
 	if o.noVideo {
 		return c
 	}
-	pc, err := clientAPI(t).NewPeerConnection(webrtc.Configuration{})
+	pc, err := clientAPI(t, o.vp8Only).NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +259,13 @@ func join(t testing.TB, e *env, o clientOptions) *client {
 		}
 		c.send(map[string]any{"type": "candidate", "candidate": ic.ToJSON()})
 	})
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) { go c.readVideo(tr) })
+	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+		if strings.EqualFold(tr.Codec().MimeType, webrtc.MimeTypeVP8) {
+			go c.readVP8(tr)
+			return
+		}
+		go c.readVideo(tr)
+	})
 	offer, err := pc.CreateOffer(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -294,6 +311,7 @@ func (c *client) read() {
 				c.t.Errorf("set answer: %v", err)
 			}
 			c.mu.Lock()
+			c.codec, _ = m["codec"].(string)
 			c.remoteOK = true
 			pend := c.pending
 			c.pending = nil

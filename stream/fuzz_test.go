@@ -110,7 +110,11 @@ func FuzzSignalMessage(f *testing.F) {
 
 // fuzzAPI is the stream's pion API as buildAPI makes it, without a display.
 func fuzzAPI(t testing.TB) *Server {
-	s := &Server{cfg: Config{LoopbackOnly: true}, log: slog.New(slog.DiscardHandler), profileLevelID: "42e01f"}
+	codecs, err := sendCodecs(1280, 720, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{cfg: Config{LoopbackOnly: true}, log: slog.New(slog.DiscardHandler), codecs: codecs}
 	if err := s.buildAPI(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +163,7 @@ func FuzzOffer(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer pc.Close()
-		track, err := webrtc.NewTrackLocalStaticRTP(s.h264Capability(), "video", "deskenv")
+		track, err := webrtc.NewTrackLocalStaticRTP(s.codecs[0].cap, "video", "deskenv")
 		if err != nil {
 			t.Fatal(err)
 		}

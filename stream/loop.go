@@ -68,181 +68,312 @@ func (p *pipeline) loop(ctx context.Context, done chan struct{}) {
 	}
 }
 
-// run is one life of the loop: one encoder for one screen size. It returns
-// an error when the encoder must be rebuilt.
+// run is one life of the loop: one screen size, and an encoder for each
+// codec viewers use. It returns an error when it must start over.
 func (p *pipeline) run(ctx context.Context) error {
-	g := p.refreshGeometry()
-	capt := p.s.capt
-	enc, err := codec.NewH264Encoder(codec.H264Options{
-		Width: g.vw, Height: g.vh, FPS: p.s.cfg.FPS, BitrateKbps: p.s.cfg.BitrateKbps,
-		Preset: p.s.cfg.Preset,
-	})
-	if err != nil {
-		return fmt.Errorf("H.264 encoder: %w", err)
+	r := p.newRun()
+	defer r.close()
+	if err := r.syncEncoders(); err != nil {
+		return err
 	}
-	defer enc.Close()
-	p.s.log.Info("video started", "screen", fmt.Sprintf("%dx%d", g.sw, g.sh), "video", fmt.Sprintf("%dx%d", g.vw, g.vh), "fps", p.s.cfg.FPS)
+	p.s.log.Info("video started", "screen", fmt.Sprintf("%dx%d", r.g.sw, r.g.sh), "video", fmt.Sprintf("%dx%d", r.g.vw, r.g.vh), "fps", p.s.cfg.FPS)
 	defer p.s.log.Info("video stopped")
+	for r.wait(ctx) {
+		if err := r.step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
-	var (
-		frame    screen.Frame
-		scaler   codec.Scaler
-		pic      = codec.NewI420(g.vw, g.vh)
-		pl       = planesOf(pic)
-		have     bool   // pic holds a converted frame
-		lastHash uint64 // of the last converted capture
-		cur      cursorState
-		curImg   *cursorImage
-		under    saveUnder
-		lastKey  time.Time
-		start    = time.Now()
-		refine   int // still frames left to re-encode after a change
-	)
-	interval := time.Second / time.Duration(p.s.cfg.FPS)
-	minGap := interval * 9 / 10
+// videoRun is the state of one run: the picture being sent, the pointer
+// drawn into it, the pacing, and the encoders.
+type videoRun struct {
+	p        *pipeline
+	g        *geometry
+	frame    screen.Frame
+	scaler   codec.Scaler
+	pic      *codec.I420
+	pl       planes
+	have     bool   // pic holds a converted frame
+	lastHash uint64 // of the last converted capture
+	cur      cursorState
+	curImg   *cursorImage
+	under    saveUnder
+	lastKey  time.Time
+	start    time.Time
+	refine   int // still frames left to re-encode after a change
+
+	interval, minGap time.Duration
 	// lastFrame is the last frame of any kind; lastShown the last that showed
 	// something new. Refinement never holds a change back: changes are only
 	// spaced from each other; refinement takes ticks nothing else needs.
-	var lastFrame, lastShown time.Time
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	fast := true
+	lastFrame, lastShown time.Time
+	tick                 *time.Ticker
+	fast                 bool
 	// Input executed through hci (people's and the agent's) wakes the loop
 	// at once to show where the pointer went.
-	bus, unsub := p.s.exec.Bus().Subscribe(256)
-	defer unsub()
+	bus   <-chan hci.Event
+	unsub func()
+
+	encs   []liveEncoder // in the order of Server.codecs
+	encGen uint64        // the pipeline's codecGen encs were made for
+}
+
+// liveEncoder is the encoder of one codec in use.
+type liveEncoder struct {
+	codec string
+	enc   codec.Encoder
+}
+
+func (p *pipeline) newRun() *videoRun {
+	g := p.refreshGeometry()
+	interval := time.Second / time.Duration(p.s.cfg.FPS)
+	r := &videoRun{p: p, g: g, pic: codec.NewI420(g.vw, g.vh), start: time.Now(),
+		interval: interval, minGap: interval * 9 / 10, tick: time.NewTicker(interval), fast: true}
+	r.pl = planesOf(r.pic)
+	r.bus, r.unsub = p.s.exec.Bus().Subscribe(256)
+	return r
+}
+
+func (r *videoRun) close() {
+	r.unsub()
+	r.tick.Stop()
+	for _, e := range r.encs {
+		e.enc.Close()
+	}
+}
+
+// syncEncoders opens an encoder for each codec that gained its first
+// viewer and closes those that lost their last.
+func (r *videoRun) syncEncoders() error {
+	gen := r.p.codecGen.Load()
+	if r.encs != nil && gen == r.encGen {
+		return nil
+	}
+	inUse := r.p.codecsInUse()
+	kept := make([]liveEncoder, 0, len(r.p.s.codecs))
+	for _, c := range r.p.s.codecs {
+		e, open := r.encoder(c.Name)
+		switch {
+		case inUse[c.Name] && open:
+			kept = append(kept, e)
+		case inUse[c.Name]:
+			enc, err := c.NewEncoder(codec.Options{Width: r.g.vw, Height: r.g.vh, FPS: r.p.s.cfg.FPS,
+				BitrateKbps: r.p.s.cfg.BitrateKbps, Preset: r.p.s.cfg.Preset, Logger: r.p.s.log})
+			if err != nil {
+				for _, old := range r.encs {
+					old.enc.Close() // closing twice is harmless
+				}
+				r.encs = kept // closed by close
+				return fmt.Errorf("%s encoder: %w", c.Name, err)
+			}
+			r.p.s.log.Debug("video encoder opened", "codec", c.Name)
+			kept = append(kept, liveEncoder{codec: c.Name, enc: enc})
+		case open:
+			e.enc.Close()
+			r.p.s.log.Debug("video encoder closed: its last viewer left", "codec", c.Name)
+		}
+	}
+	r.encs, r.encGen = kept, gen
+	return nil
+}
+
+func (r *videoRun) encoder(name string) (liveEncoder, bool) {
+	for _, e := range r.encs {
+		if e.codec == name {
+			return e, true
+		}
+	}
+	return liveEncoder{}, false
+}
+
+// wait blocks until there may be a frame to send; false means stop. Damage
+// wakes the loop at once, so a change is not held back until the next
+// tick; ticks poll the pointer (moved by programs outside hci), serve
+// keyframe requests and refine. Frames showing something new stay at least
+// about one interval apart.
+func (r *videoRun) wait(ctx context.Context) bool {
 	for {
-		// Damage wakes the loop at once, so a change is not held back until
-		// the next tick; ticks poll the pointer (moved by programs outside
-		// hci), serve keyframe requests and refine. Frames showing something
-		// new stay at least about one interval apart.
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			if time.Since(lastFrame) < minGap {
-				continue
+			return false
+		case <-r.tick.C:
+			if time.Since(r.lastFrame) >= r.minGap {
+				return true
 			}
-		case <-p.s.xw.wake:
-			if err := sleepCtx(ctx, max(damageGrace, interval-time.Since(lastShown))); err != nil {
-				return nil
-			}
-		case <-p.kick:
-			if err := sleepCtx(ctx, interval-time.Since(lastShown)); err != nil {
-				return nil
-			}
-		case ev, ok := <-bus:
+		case <-r.p.s.xw.wake:
+			return sleepCtx(ctx, max(damageGrace, r.interval-time.Since(r.lastShown))) == nil
+		case <-r.p.kick:
+			return sleepCtx(ctx, r.interval-time.Since(r.lastShown)) == nil
+		case ev, ok := <-r.bus:
 			if !ok {
-				bus = nil // the executor closed
+				r.bus = nil // the executor closed
 				continue
 			}
-			if !movesPointer(ev) {
-				continue
-			}
-			if err := sleepCtx(ctx, interval-time.Since(lastShown)); err != nil {
-				return nil
+			if movesPointer(ev) {
+				return sleepCtx(ctx, r.interval-time.Since(r.lastShown)) == nil
 			}
 		}
-		// An idle screen is polled a few times a second instead of at the
-		// frame rate: anything but a pointer moved outside hci wakes the
-		// loop by itself.
-		if idle := time.Since(lastFrame) > idleAfter && !p.keyReq.Load() && refine == 0; idle == fast {
-			fast = !idle
-			if idle {
-				tick.Reset(idlePoll)
-			} else {
-				tick.Reset(interval)
-			}
-		}
-		now := time.Now()
-		wantKey := false
-		if p.keyReq.Load() && now.Sub(lastKey) >= p.s.cfg.KeyframeInterval {
-			p.keyReq.Store(false)
-			wantKey = true
-		}
-
-		screenChanged := false
-		if p.s.xw.takeDamage() || !have {
-			if err := capt.CaptureInto(ctx, &frame); err != nil {
-				return fmt.Errorf("capture: %w", err)
-			}
-			p.counters.captured.Add(1)
-			if frame.Width != g.sw || frame.Height != g.sh {
-				return fmt.Errorf("the screen changed size from %dx%d to %dx%d", g.sw, g.sh, frame.Width, frame.Height)
-			}
-			screenChanged = !have || frame.Hash != lastHash
-		}
-
-		cs := p.s.xw.cursor(cur.serial)
-		if cs.imageChanged {
-			curImg = newCursorImage(cs.w, cs.h, cs.xhot, cs.yhot, cs.argb)
-		}
-		cursorChanged := cs.ok != cur.ok || cs.x != cur.x || cs.y != cur.y || cs.serial != cur.serial
-
-		refining := false // pic goes out again as it is
-		if !screenChanged && !cursorChanged && !wantKey {
-			switch {
-			case refine > 0 && time.Since(lastShown) >= refineAfter:
-				refine--
-				p.counters.refined.Add(1)
-			case time.Since(lastFrame) >= keepAlive:
-				p.counters.keepalive.Add(1)
-			default:
-				p.counters.skipped.Add(1)
-				continue
-			}
-			refining = true
-		}
-		if screenChanged || wantKey {
-			refine = refineFrames
-		}
-
-		t0 := time.Now()
-		// When refining, pic is encoded again as it is, pointer included:
-		// the encoder spends the bits the still screen saves on sharpening it.
-		if !refining {
-			if screenChanged {
-				if err := convert(&scaler, &frame, pic, g); err != nil {
-					return err
-				}
-				lastHash, have = frame.Hash, true
-				under = saveUnder{y: under.y, u: under.u, v: under.v} // the conversion painted over the old pointer
-			} else {
-				under.restore(pl)
-			}
-			if cs.ok && curImg != nil {
-				hx, hy := g.space.ToModel(cs.x, cs.y)
-				curImg.draw(pl, hx, hy, &under)
-			}
-			cur = cs
-			cur.argb = nil
-		}
-
-		if wantKey {
-			enc.ForceKeyframe()
-		}
-		data, key, err := enc.Encode(pic, now.Sub(start))
-		if err != nil {
-			return fmt.Errorf("encode: %w", err)
-		}
-		d := time.Since(t0)
-		p.counters.encodeNanos.Add(int64(d))
-		p.counters.lastEncodeNanos.Store(int64(d))
-		if len(data) == 0 {
-			continue // the encoder buffered it (it should not with zerolatency)
-		}
-		lastFrame = now
-		if !refining {
-			lastShown = now
-		}
-		p.counters.encoded.Add(1)
-		p.counters.bytesEncoded.Add(uint64(len(data)))
-		if key {
-			p.counters.keyframes.Add(1)
-			lastKey = now
-		}
-		p.fanOut(&encFrame{data: data, key: key, at: now})
 	}
+}
+
+// step sends one frame if anything calls for it: a change of the screen or
+// the pointer, a keyframe request, refinement or keep-alive.
+func (r *videoRun) step(ctx context.Context) error {
+	r.pace()
+	if err := r.syncEncoders(); err != nil {
+		return err
+	}
+	now := time.Now()
+	wantKey := r.takeKeyRequest(now)
+	screenChanged, err := r.capture(ctx)
+	if err != nil {
+		return err
+	}
+	cs, cursorChanged := r.pointer()
+	refining, send := r.plan(screenChanged, cursorChanged, wantKey)
+	if !send {
+		return nil
+	}
+	t0 := time.Now()
+	// When refining, pic is encoded again as it is, pointer included:
+	// the encoder spends the bits the still screen saves on sharpening it.
+	if !refining {
+		if err := r.compose(screenChanged, cs); err != nil {
+			return err
+		}
+	}
+	return r.encode(now, t0, wantKey, refining)
+}
+
+// pace polls an idle screen a few times a second instead of at the frame
+// rate: anything but a pointer moved outside hci wakes the loop by itself.
+func (r *videoRun) pace() {
+	idle := time.Since(r.lastFrame) > idleAfter && !r.p.keyReq.Load() && r.refine == 0
+	if idle != r.fast {
+		return
+	}
+	r.fast = !idle
+	if idle {
+		r.tick.Reset(idlePoll)
+	} else {
+		r.tick.Reset(r.interval)
+	}
+}
+
+// takeKeyRequest serves a pending keyframe request once KeyframeInterval
+// has passed since the last keyframe.
+func (r *videoRun) takeKeyRequest(now time.Time) bool {
+	if r.p.keyReq.Load() && now.Sub(r.lastKey) >= r.p.s.cfg.KeyframeInterval {
+		r.p.keyReq.Store(false)
+		return true
+	}
+	return false
+}
+
+// capture grabs the screen if it was drawn on (or nothing was captured
+// yet) and tells whether it changed.
+func (r *videoRun) capture(ctx context.Context) (bool, error) {
+	if damaged := r.p.s.xw.takeDamage(); !damaged && r.have {
+		return false, nil
+	}
+	if err := r.p.s.capt.CaptureInto(ctx, &r.frame); err != nil {
+		return false, fmt.Errorf("capture: %w", err)
+	}
+	r.p.counters.captured.Add(1)
+	if r.frame.Width != r.g.sw || r.frame.Height != r.g.sh {
+		return false, fmt.Errorf("the screen changed size from %dx%d to %dx%d", r.g.sw, r.g.sh, r.frame.Width, r.frame.Height)
+	}
+	return !r.have || r.frame.Hash != r.lastHash, nil
+}
+
+// pointer reads where the pointer is and what it looks like.
+func (r *videoRun) pointer() (cursorState, bool) {
+	cs := r.p.s.xw.cursor(r.cur.serial)
+	if cs.imageChanged {
+		r.curImg = newCursorImage(cs.w, cs.h, cs.xhot, cs.yhot, cs.argb)
+	}
+	return cs, cs.ok != r.cur.ok || cs.x != r.cur.x || cs.y != r.cur.y || cs.serial != r.cur.serial
+}
+
+// plan says whether this tick sends a frame, and whether that frame is the
+// same picture again (refinement or keep-alive).
+func (r *videoRun) plan(screenChanged, cursorChanged, wantKey bool) (refining, send bool) {
+	if screenChanged || wantKey {
+		r.refine = refineFrames
+	}
+	if screenChanged || cursorChanged || wantKey {
+		return false, true
+	}
+	switch {
+	case r.refine > 0 && time.Since(r.lastShown) >= refineAfter:
+		r.refine--
+		r.p.counters.refined.Add(1)
+	case time.Since(r.lastFrame) >= keepAlive:
+		r.p.counters.keepalive.Add(1)
+	default:
+		r.p.counters.skipped.Add(1)
+		return false, false
+	}
+	return true, true
+}
+
+// compose makes the picture to send: the new capture converted, or the old
+// one with the pointer taken off, and the pointer drawn where it is now.
+func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
+	if screenChanged {
+		if err := convert(&r.scaler, &r.frame, r.pic, r.g); err != nil {
+			return err
+		}
+		r.lastHash, r.have = r.frame.Hash, true
+		r.under = saveUnder{y: r.under.y, u: r.under.u, v: r.under.v} // the conversion painted over the old pointer
+	} else {
+		r.under.restore(r.pl)
+	}
+	if cs.ok && r.curImg != nil {
+		hx, hy := r.g.space.ToModel(cs.x, cs.y)
+		r.curImg.draw(r.pl, hx, hy, &r.under)
+	}
+	r.cur = cs
+	r.cur.argb = nil
+	return nil
+}
+
+// encode compresses the picture once per codec in use and offers each
+// frame to that codec's viewers. t0 is when making the picture began.
+func (r *videoRun) encode(now, t0 time.Time, wantKey, refining bool) error {
+	sent := false
+	for _, e := range r.encs {
+		if wantKey {
+			e.enc.ForceKeyframe()
+		}
+		data, key, err := e.enc.Encode(r.pic, now.Sub(r.start))
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", e.codec, err)
+		}
+		if len(data) == 0 {
+			continue // the encoder buffered it (it should not with these settings)
+		}
+		sent = true
+		r.p.counters.encoded.Add(1)
+		r.p.counters.bytesEncoded.Add(uint64(len(data)))
+		if key {
+			r.p.counters.keyframes.Add(1)
+			r.lastKey = now
+		}
+		r.p.fanOut(&encFrame{codec: e.codec, data: data, key: key, at: now})
+	}
+	d := time.Since(t0)
+	r.p.counters.encodeNanos.Add(int64(d))
+	r.p.counters.lastEncodeNanos.Store(int64(d))
+	if sent {
+		r.lastFrame = now
+		if !refining {
+			r.lastShown = now
+		}
+	}
+	return nil
 }
 
 // convert turns a BGRX capture into the I420 picture, scaling when the video

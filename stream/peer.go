@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,42 +15,13 @@ import (
 	"github.com/pion/webrtc/v4"
 )
 
-// h264PT is the payload type registered for H.264; browsers pick their own
-// in the offer and pion answers with theirs.
-const h264PT = 102
-
-// h264FMTP announces constrained baseline, packetization mode 1, at the level
-// the encoder uses for the video size and rate (1280x800 at 30 fps needs 3.2,
-// 42e020). pion matches H.264 by profile and packetization mode, not level,
-// and answers with the browser's own parameters; browsers decode the level
-// the SPS signals.
-func h264FMTP(profileLevelID string) string {
-	return "level-asymmetry-allowed=1;packetization-mode=1;profile-level-id=" + profileLevelID
-}
-
-var videoFeedback = []webrtc.RTCPFeedback{
-	{Type: "goog-remb"}, {Type: webrtc.TypeRTCPFBCCM, Parameter: "fir"},
-	{Type: webrtc.TypeRTCPFBNACK}, {Type: webrtc.TypeRTCPFBNACK, Parameter: "pli"},
-}
-
-func (s *Server) h264Capability() webrtc.RTPCodecCapability {
-	return webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeH264, ClockRate: 90000, SDPFmtpLine: h264FMTP(s.profileLevelID), RTCPFeedback: videoFeedback}
-}
-
-// buildAPI sets up the one pion API all viewers share: H.264 only, NACK
-// responder and RTCP reports, and the network settings of Config.
+// buildAPI sets up the one pion API all viewers share: the codecs of
+// s.codecs, NACK responder and RTCP reports, and the network settings of
+// Config.
 func (s *Server) buildAPI() error {
 	m := &webrtc.MediaEngine{}
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{RTPCodecCapability: s.h264Capability(), PayloadType: h264PT}, webrtc.RTPCodecTypeVideo); err != nil {
-		return fmt.Errorf("stream: register H.264: %w", err)
-	}
-	// RTX lets retransmissions travel on their own stream, so the browser's
-	// jitter buffer tells repairs from late packets.
-	if err := m.RegisterCodec(webrtc.RTPCodecParameters{
-		RTPCodecCapability: webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeRTX, ClockRate: 90000, SDPFmtpLine: fmt.Sprintf("apt=%d", h264PT)},
-		PayloadType:        h264PT + 1,
-	}, webrtc.RTPCodecTypeVideo); err != nil {
-		return fmt.Errorf("stream: register RTX: %w", err)
+	if err := registerCodecs(m, s.codecs); err != nil {
+		return err
 	}
 	reg := &interceptor.Registry{}
 	if err := webrtc.ConfigureNack(m, reg); err != nil {
@@ -98,6 +70,13 @@ func (s *Server) buildAPI() error {
 	return nil
 }
 
+// videoOut is what a viewer is sent: the codec its offer chose and the
+// track carrying it.
+type videoOut struct {
+	codec *sendCodec
+	track *webrtc.TrackLocalStaticRTP
+}
+
 // onOffer answers the browser's offer: one peer connection per websocket.
 func (v *viewer) onOffer(m clientMsg) {
 	s := v.s
@@ -123,11 +102,38 @@ func (v *viewer) onOffer(m clientMsg) {
 			pc.Close()
 		}
 	}()
-	track, err := webrtc.NewTrackLocalStaticRTP(s.h264Capability(), "video", "deskenv")
+	v.watchPeer(pc)
+	out, sender, code, err := v.accept(pc, *m.SDP)
 	if err != nil {
-		v.sendError(CodeInternal, "cannot create the video track: %v", err)
+		v.sendError(code, "%s", err)
 		return
 	}
+	v.mu.Lock()
+	if v.ctx.Err() != nil {
+		v.mu.Unlock()
+		return
+	}
+	v.pc, v.send = pc, out
+	ok = true
+	v.mu.Unlock()
+	v.log.Debug("video negotiated", "codec", out.codec.Name)
+	go v.readRTCP(sender)
+
+	v.sendJSON(sdpMsg{Type: "answer", SDP: pc.LocalDescription().SDP, Codec: out.codec.Name})
+	v.mu.Lock()
+	v.answered = true
+	pending := v.pending
+	v.pending = nil
+	v.mu.Unlock()
+	for _, c := range pending {
+		v.sendJSON(candidateMsg{Type: "candidate", Candidate: c})
+	}
+}
+
+// watchPeer follows pc: its candidates go to the browser (held until the
+// answer is sent), its state starts and ends the viewer's video, and the
+// browser's "input" data channel is attached.
+func (v *viewer) watchPeer(pc *webrtc.PeerConnection) {
 	pc.OnICECandidate(func(c *webrtc.ICECandidate) {
 		var ci *candidateInit
 		if c != nil {
@@ -146,14 +152,14 @@ func (v *viewer) onOffer(m clientMsg) {
 	pc.OnConnectionStateChange(func(st webrtc.PeerConnectionState) {
 		v.log.Debug("peer connection", "state", st.String())
 		v.mu.Lock()
-		current := v.pc == pc
+		current, out := v.pc == pc, v.send
 		v.mu.Unlock()
 		if !current {
 			return // a connection for an offer that failed, closing
 		}
 		switch st {
 		case webrtc.PeerConnectionStateConnected:
-			v.startVideo(track)
+			v.startVideo(out)
 		case webrtc.PeerConnectionStateFailed:
 			v.close("the peer connection failed")
 		case webrtc.PeerConnectionStateClosed:
@@ -168,61 +174,47 @@ func (v *viewer) onOffer(m clientMsg) {
 		}
 		v.attachInput(dc)
 	})
+}
 
-	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: *m.SDP}); err != nil {
-		v.sendError(CodeBadSDP, "the offer's SDP cannot be used: %v", err)
-		return
+// accept takes the offer, picks the codec for it (codecFor) and sets the
+// answer as pc's local description. Errors come with the code to send.
+func (v *viewer) accept(pc *webrtc.PeerConnection, sdp string) (videoOut, *webrtc.RTPSender, string, error) {
+	s := v.s
+	if err := pc.SetRemoteDescription(webrtc.SessionDescription{Type: webrtc.SDPTypeOffer, SDP: sdp}); err != nil {
+		return videoOut{}, nil, CodeBadSDP, fmt.Errorf("the offer's SDP cannot be used: %v", err)
 	}
-	hasVideo := false
-	for _, t := range pc.GetTransceivers() {
-		hasVideo = hasVideo || t.Kind() == webrtc.RTPCodecTypeVideo
+	if !hasVideo(pc) {
+		return videoOut{}, nil, CodeBadSDP, errors.New("the offer has no video section: add a recvonly video transceiver before creating the offer")
 	}
-	if !hasVideo {
-		v.sendError(CodeBadSDP, "the offer has no video section: add a recvonly video transceiver before creating the offer")
-		return
+	want := "it must offer " + codecNames(s.codecs) + "; H.264 as constrained baseline with packetization-mode=1"
+	c, found := s.codecFor(pc)
+	if !found {
+		return videoOut{}, nil, CodeBadSDP, fmt.Errorf("the offer accepts none of the video this server sends (%s)", want)
+	}
+	track, err := webrtc.NewTrackLocalStaticRTP(c.cap, "video", "deskenv")
+	if err != nil {
+		return videoOut{}, nil, CodeInternal, fmt.Errorf("cannot create the video track: %v", err)
 	}
 	sender, err := pc.AddTrack(track)
 	if err != nil {
-		v.sendError(CodeBadSDP, "cannot send video on this offer: %v", err)
-		return
+		return videoOut{}, nil, CodeBadSDP, fmt.Errorf("cannot send video on this offer: %v", err)
 	}
 	answer, err := pc.CreateAnswer(nil)
+	if err == nil {
+		err = pc.SetLocalDescription(answer)
+	}
 	if err != nil {
-		v.sendError(CodeBadSDP, "cannot answer the offer (it must offer H.264 constrained baseline, packetization-mode=1): %v", err)
-		return
+		return videoOut{}, nil, CodeBadSDP, fmt.Errorf("cannot answer the offer (%s): %v", want, err)
 	}
-	if err := pc.SetLocalDescription(answer); err != nil {
-		v.sendError(CodeBadSDP, "cannot answer the offer (it must offer H.264 constrained baseline, packetization-mode=1): %v", err)
-		return
+	if !hasCodec(sender.GetParameters().Codecs, c.MimeType) {
+		return videoOut{}, nil, CodeBadSDP, fmt.Errorf("the offer does not accept %s, the video chosen for it (%s)", c.Name, want)
 	}
-	if !negotiatedH264(sender) {
-		v.sendError(CodeBadSDP, "the offer does not accept H.264 constrained baseline with packetization-mode=1, the only video this server sends")
-		return
-	}
-	v.mu.Lock()
-	if v.ctx.Err() != nil {
-		v.mu.Unlock()
-		return
-	}
-	v.pc = pc
-	ok = true
-	v.mu.Unlock()
-	go v.readRTCP(sender)
-
-	v.sendJSON(sdpMsg{Type: "answer", SDP: pc.LocalDescription().SDP})
-	v.mu.Lock()
-	v.answered = true
-	pending := v.pending
-	v.pending = nil
-	v.mu.Unlock()
-	for _, c := range pending {
-		v.sendJSON(candidateMsg{Type: "candidate", Candidate: c})
-	}
+	return videoOut{codec: c, track: track}, sender, "", nil
 }
 
-func negotiatedH264(sender *webrtc.RTPSender) bool {
-	for _, c := range sender.GetParameters().Codecs {
-		if strings.EqualFold(c.MimeType, webrtc.MimeTypeH264) {
+func hasVideo(pc *webrtc.PeerConnection) bool {
+	for _, t := range pc.GetTransceivers() {
+		if t.Kind() == webrtc.RTPCodecTypeVideo {
 			return true
 		}
 	}
@@ -273,13 +265,13 @@ func (v *viewer) readRTCP(sender *webrtc.RTPSender) {
 
 // startVideo subscribes the viewer to the encoded video once its peer
 // connection is up; frames sent earlier would be lost.
-func (v *viewer) startVideo(track *webrtc.TrackLocalStaticRTP) {
+func (v *viewer) startVideo(out videoOut) {
 	v.mu.Lock()
 	if v.sub != nil || v.ctx.Err() != nil {
 		v.mu.Unlock()
 		return
 	}
-	sub := v.s.video.subscribe(v.id, track)
+	sub := v.s.video.subscribe(v.id, out)
 	v.sub = sub
 	v.video = true
 	v.mu.Unlock()

@@ -71,6 +71,9 @@ type stateMsg struct {
 type sdpMsg struct {
 	Type string `json:"type"` // "answer"
 	SDP  string `json:"sdp"`
+	// Codec is the video the offer chose ("h264" or "vp8"), for the page
+	// to show; the SDP says the same.
+	Codec string `json:"codec"`
 }
 
 type candidateInit struct {

@@ -22,7 +22,6 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
-	"github.com/deskenv/deskenv/internal/codec"
 	"github.com/deskenv/deskenv/internal/wire"
 	"github.com/deskenv/deskenv/screen"
 )
@@ -76,12 +75,12 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 
-	api            *webrtc.API
-	profileLevelID string // constrained baseline at the encoder's level
-	udpConn        net.PacketConn
-	udpMux         ice.UDPMux
-	iceServers     []webrtc.ICEServer
-	helloICE       []iceServerMsg
+	api        *webrtc.API
+	codecs     []sendCodec // most preferred first
+	udpConn    net.PacketConn
+	udpMux     ice.UDPMux
+	iceServers []webrtc.ICEServer
+	helloICE   []iceServerMsg
 
 	video    *pipeline
 	xw       *xwatch
@@ -134,12 +133,12 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	level, err := codec.Level(vw, vh, cfg.FPS)
+	codecs, err := sendCodecs(vw, vh, cfg.FPS)
 	if err != nil {
-		return nil, fmt.Errorf("stream: %w", err)
+		return nil, err
 	}
 	s := &Server{d: d, exec: exec, cfg: cfg, log: cfg.Logger.With("component", "stream"), viewers: map[string]*viewer{},
-		profileLevelID: fmt.Sprintf("42e0%02x", level)}
+		codecs: codecs}
 	s.policy.Store(cfg.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, u := range cfg.ICEServers {

@@ -56,6 +56,7 @@ type viewer struct {
 	pending  []*candidateInit // local candidates found before the answer was sent
 	video    bool             // connected and subscribed to the video
 	sub      *subscriber
+	send     videoOut // what the offer chose, set with pc
 }
 
 func (v *viewer) info() ViewerInfo {
@@ -162,7 +163,7 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 	hello := helloMsg{
 		Type: "hello", ID: v.id, Role: role, ViewOnly: viewOnly,
 		Screen:     sizeMsg{W: sw, H: sh},
-		Video:      videoMsg{W: vw, H: vh, Codec: "h264"},
+		Video:      videoMsg{W: vw, H: vh, Codec: s.codecs[0].Name}, // preferred; the answer says which the offer got
 		ICEServers: s.helloICE,
 		Control:    s.controlStateLocked().forRole(role),
 	}

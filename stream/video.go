@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/pion/rtp"
-	"github.com/pion/rtp/codecs"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/deskenv/deskenv/hci"
@@ -26,16 +25,20 @@ type geometry struct {
 	space          hci.Space // Model = video
 }
 
-// encFrame is one encoded access unit, shared read-only by every viewer.
+// encFrame is one encoded frame, shared read-only by every viewer of its
+// codec.
 type encFrame struct {
-	data []byte // Annex B
-	key  bool
-	at   time.Time // when it was captured: RTP timestamps follow the real clock
+	codec string // sendCodec.Name
+	data  []byte // H.264: an Annex-B access unit; VP8: a frame
+	key   bool
+	at    time.Time // when it was captured: RTP timestamps follow the real clock
 }
 
 // subscriber is one viewer's end of the fan-out.
 type subscriber struct {
 	id      string
+	codec   string // the Name of the codec it is sent
+	pay     rtp.Payloader
 	track   *webrtc.TrackLocalStaticRTP
 	q       chan *encFrame
 	needKey bool // guarded by pipeline.mu: drop until the next keyframe
@@ -52,16 +55,21 @@ type counters struct {
 }
 
 // pipeline is the display's one capture and encode loop and its fan-out. It
-// runs only while at least one viewer is subscribed.
+// runs only while at least one viewer is subscribed, with one encoder for
+// each codec viewers use.
 type pipeline struct {
 	s        *Server
 	counters counters
 	geom     atomic.Pointer[geometry]
 	keyReq   atomic.Bool   // a keyframe was asked for since the last one
 	kick     chan struct{} // wakes the loop for a keyframe request
+	// codecGen changes whenever inUse does, so the loop knows when to open
+	// or close encoders without taking mu on every tick.
+	codecGen atomic.Uint64
 
 	mu      sync.Mutex
 	subs    map[*subscriber]struct{}
+	inUse   map[string]int // viewers per codec name
 	running bool
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -69,7 +77,7 @@ type pipeline struct {
 }
 
 func newPipeline(s *Server) *pipeline {
-	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, kick: make(chan struct{}, 1)}
+	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, inUse: map[string]int{}, kick: make(chan struct{}, 1)}
 	p.refreshGeometry()
 	return p
 }
@@ -97,16 +105,19 @@ func (p *pipeline) sizes() (vw, vh, sw, sh int) {
 }
 
 // subscribe adds a viewer to the fan-out, starting the loop for the first
-// one. The viewer gets frames from the next keyframe on, which it asks for.
-func (p *pipeline) subscribe(id string, track *webrtc.TrackLocalStaticRTP) *subscriber {
-	sub := &subscriber{id: id, track: track, q: make(chan *encFrame, p.s.cfg.QueueFrames), needKey: true,
-		quit: make(chan struct{}), done: make(chan struct{})}
+// one (and the loop an encoder for the first of its codec). The viewer gets
+// frames from the next keyframe on, which it asks for.
+func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
+	sub := &subscriber{id: id, codec: out.codec.Name, pay: out.codec.NewPayloader(), track: out.track,
+		q: make(chan *encFrame, p.s.cfg.QueueFrames), needKey: true, quit: make(chan struct{}), done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return nil
 	}
 	p.subs[sub] = struct{}{}
+	p.inUse[sub.codec]++
+	p.codecGen.Add(1)
 	go p.send(sub)
 	if !p.running {
 		p.running = true
@@ -130,6 +141,10 @@ func (p *pipeline) unsubscribe(sub *subscriber) {
 		return
 	}
 	delete(p.subs, sub)
+	if p.inUse[sub.codec]--; p.inUse[sub.codec] <= 0 {
+		delete(p.inUse, sub.codec)
+	}
+	p.codecGen.Add(1)
 	close(sub.quit)
 	var done chan struct{}
 	if len(p.subs) == 0 && p.running {
@@ -159,7 +174,20 @@ func (p *pipeline) stop() {
 	}
 }
 
-// requestKeyframe asks the loop for an IDR; the loop rate-limits them.
+// codecsInUse are the names of the codecs viewers are sent now.
+func (p *pipeline) codecsInUse() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]bool, len(p.inUse))
+	for c := range p.inUse {
+		out[c] = true
+	}
+	return out
+}
+
+// requestKeyframe asks the loop for a keyframe; the loop rate-limits them.
+// Every encoder in use makes one: keyframe requests are rare (joins, losses)
+// and viewers of two codecs at once rarer, so one flag serves them all.
 func (p *pipeline) requestKeyframe(why string) {
 	p.counters.keyRequests.Add(1)
 	if !p.keyReq.Swap(true) {
@@ -194,13 +222,16 @@ func (p *pipeline) stats() Stats {
 	}
 }
 
-// fanOut offers f to every viewer without waiting for any. A viewer whose
+// fanOut offers f to every viewer of its codec without waiting for any. A viewer whose
 // queue is full misses frames until the next keyframe, and asks for one:
 // falling behind must cost a glitch, never delay.
 func (p *pipeline) fanOut(f *encFrame) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for sub := range p.subs {
+		if sub.codec != f.codec {
+			continue
+		}
 		if sub.needKey {
 			if !f.key {
 				p.counters.dropped.Add(1)
@@ -224,7 +255,6 @@ func (p *pipeline) fanOut(f *encFrame) {
 // happened even when unchanged frames were never sent.
 func (p *pipeline) send(sub *subscriber) {
 	defer close(sub.done)
-	pay := &codecs.H264Payloader{}
 	seq := uint16(rand.Uint32())
 	base := rand.Uint32()
 	var t0 time.Time
@@ -240,7 +270,7 @@ func (p *pipeline) send(sub *subscriber) {
 			t0 = f.at
 		}
 		ts := base + uint32(f.at.Sub(t0).Microseconds()*90/1000)
-		payloads := pay.Payload(rtpPayloadMTU, f.data)
+		payloads := sub.pay.Payload(rtpPayloadMTU, f.data)
 		for i, pl := range payloads {
 			pkt.Marker = i == len(payloads)-1
 			pkt.SequenceNumber = seq
