@@ -53,11 +53,14 @@ const commands = {
     return { version: browser.version() };
   },
 
-  async open({ page: name, url, width = 1280, height = 830, permissions = [] }) {
+  // initScript, if given, runs in the page before its own scripts (to make
+  // the page see a different browser, e.g. one without H.264).
+  async open({ page: name, url, width = 1280, height = 830, permissions = [], initScript }) {
     if (!browser) await commands.launch({});
     if (pages.has(name)) throw new Error(`page ${name} is already open`);
     const context = await browser.newContext({ viewport: { width, height } });
     if (permissions.length) await context.grantPermissions(permissions, { origin: new URL(url).origin });
+    if (initScript) await context.addInitScript(initScript);
     const page = await context.newPage();
     page.on('console', (m) => process.stderr.write(`[${name} ${m.type()}] ${m.text()}\n`));
     page.on('pageerror', (e) => process.stderr.write(`[${name} pageerror] ${e.message}\n`));

@@ -25,11 +25,16 @@ export function backoffMs(n, rand = Math.random) {
   return Math.round(base * (0.75 + 0.5 * rand()));
 }
 
-// preferH264 orders codecs so the server's constrained-baseline H.264 comes
-// first; the rest stay for negotiation (RTX must stay for NACK to work).
-function preferH264(codecs) {
+// preferCodecs orders codecs the way the server chooses: constrained-baseline
+// H.264 first, VP8 next (the server's fallback, for browsers without H.264),
+// the rest after; everything stays for negotiation (RTX must stay for NACK to
+// work). The server picks from what the offer holds, so a browser lacking
+// H.264 simply gets VP8.
+function preferCodecs(codecs) {
   const rank = (c) => {
-    if (c.mimeType.toLowerCase() !== 'video/h264') return 3;
+    const mime = c.mimeType.toLowerCase();
+    if (mime === 'video/vp8') return 3;
+    if (mime !== 'video/h264') return 4;
     const f = c.sdpFmtpLine || '';
     if (!f.includes('packetization-mode=1')) return 2;
     return f.includes('profile-level-id=42e01f') ? 0 : 1;
@@ -229,6 +234,7 @@ export class Session extends EventTarget {
         if (!this.pc) return;
         await this.pc.setRemoteDescription({ type: 'answer', sdp: msg.sdp });
         if (gen !== this.gen) return;
+        if (msg.codec) this.log(`video codec: ${msg.codec}`);
         for (const c of this.pendingCandidates.splice(0)) await this.#addCandidate(c);
         break;
       case 'candidate':
@@ -284,7 +290,7 @@ export class Session extends EventTarget {
     const tr = pc.addTransceiver('video', { direction: 'recvonly' });
     try {
       const caps = RTCRtpReceiver.getCapabilities?.('video');
-      if (caps && tr.setCodecPreferences) tr.setCodecPreferences(preferH264(caps.codecs));
+      if (caps && tr.setCodecPreferences) tr.setCodecPreferences(preferCodecs(caps.codecs));
     } catch (e) {
       this.log(`codec preferences not applied: ${e.message}`);
     }
