@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/deskenv/deskenv/appliance"
@@ -25,6 +26,7 @@ func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	defer r.cleanup()
 	res, err := r.run(ctx, stdout, stderr)
 	if err != nil {
 		return err
@@ -46,6 +48,32 @@ type replay struct {
 	outDir     string
 	maxChanged float64
 	asJSON     bool
+	// private is the directory holding the replay's own home and episodes,
+	// removed at the end; "" when the command line named a home.
+	private string
+}
+
+// replayFlags are the appliance's flags that mean something to a replay:
+// the desktop it starts and the tasks it scores with. The others (ports,
+// tokens, the stream, pools) would do nothing, so they are not offered.
+var replayFlags = map[string]bool{
+	"display": true, "screen": true, "model-size": true, "wm": true, "apps": true, "home": true,
+	"session-user": true, "allow-shared-user": true, "settle-quiet": true, "settle-max": true,
+	"tasks": true, "log-level": true, "log-format": true,
+	"out": true, "max-changed": true, "json": true,
+}
+
+// replayUsages say what the flags that differ in a replay do there.
+var replayUsages = map[string]string{
+	"home":         "the replay desktop's home (default: a private temporary directory, removed at the end; DESKENV_HOME is not read, it names the live desktop's)",
+	"session-user": "the user the replay's session runs as (as root the default is deskenv-replay, never the live desktop's deskenv-desk; DESKENV_SESSION_USER is not read)",
+}
+
+// cleanup removes the replay's private directory.
+func (r *replay) cleanup() {
+	if r.private != "" {
+		os.RemoveAll(r.private)
+	}
 }
 
 // replayResult is what a replay found: the screens' report and the
@@ -79,7 +107,21 @@ func parseReplay(args []string, stderr io.Writer) (*replay, error) {
 		fs.Usage()
 		return nil, fmt.Errorf("replay: give exactly one EPISODE_DIR, got %d", len(dirs))
 	}
-	set := setFromEnv(fs)
+	cli := map[string]bool{}
+	var unused error
+	fs.Visit(func(f *flag.Flag) {
+		cli[f.Name] = true
+		if !replayFlags[f.Name] && unused == nil {
+			unused = fmt.Errorf("replay: --%s does nothing in a replay (it starts a private desktop, serves nothing and records nothing): see deskenv replay --help", f.Name)
+		}
+	})
+	if unused != nil {
+		return nil, unused
+	}
+	set := setFromEnv(fs, replayFlags)
+	if err := r.privateDesktop(cli); err != nil {
+		return nil, err
+	}
 	if r.rec, err = record.Open(dirs[0]); err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
@@ -95,19 +137,65 @@ func replayUsage(fs *flag.FlagSet, w io.Writer) {
 Starts a desktop with the episode's screen size, resets it into the episode's task
 (--tasks must hold it), executes the recorded steps as source "replay", compares each
 screen with the recorded observation, then scores the task and prints the reward next
-to the recorded one. Exits 1 when the rewards differ.
+to the recorded one.
 
-Flags (the appliance's flags apply to the desktop it starts):
+The desktop is private: a home and an episodes directory of its own in a temporary
+directory (removed at the end) unless --home names one, and as root the session user
+deskenv-replay unless --session-user names one, so a replay beside a running
+appliance never resets its desktop, its home or its session's processes.
+
+Exits 1 whenever it cannot reproduce the recorded reward, saying why: the rewards
+differ, the episode was recorded without a task or without a reward, or the replay
+could not score it.
+
+Flags:
 `)
-	fs.PrintDefaults()
+	fs.VisitAll(func(f *flag.Flag) {
+		if !replayFlags[f.Name] {
+			return
+		}
+		name, usage := flag.UnquoteUsage(f)
+		if u, ok := replayUsages[f.Name]; ok {
+			usage = u
+		}
+		fmt.Fprintf(w, "  --%s %s\n    \t%s\n", f.Name, name, usage)
+	})
 }
 
-// setFromEnv sets every flag not given on the command line from its
-// environment variable, and returns the names of the flags set either way.
-func setFromEnv(fs *flag.FlagSet) map[string]bool {
+// privateDesktop gives the replay a home, an episodes directory and a
+// session user of its own, unless the command line names them.
+func (r *replay) privateDesktop(cli map[string]bool) error {
+	if !cli["session-user"] {
+		r.cfg.SessionUser = "deskenv-replay"
+	}
+	if cli["home"] {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "deskenv-replay-")
+	if err != nil {
+		return fmt.Errorf("replay: a private home: %w", err)
+	}
+	// The session user must reach its home inside.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("replay: a private home: %w", err)
+	}
+	r.private = dir
+	r.cfg.Home, r.cfg.Episodes = filepath.Join(dir, "home"), filepath.Join(dir, "episodes")
+	return nil
+}
+
+// setFromEnv sets every flag of only (all when nil) not given on the
+// command line from its environment variable, and returns the names of the
+// flags set either way. A replay takes --home from its command line alone:
+// DESKENV_HOME names the live desktop's.
+func setFromEnv(fs *flag.FlagSet, only map[string]bool) map[string]bool {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	fs.VisitAll(func(f *flag.Flag) {
+		if only != nil && (!only[f.Name] || f.Name == "home" || f.Name == "session-user") {
+			return
+		}
 		if v, ok := os.LookupEnv(envName(f.Name)); ok && !set[f.Name] {
 			if fs.Set(f.Name, v) == nil {
 				set[f.Name] = true
@@ -197,15 +285,23 @@ func (res *replayResult) writeText(w io.Writer) {
 	}
 }
 
-// verdict fails the replay when the reward differs from the recorded one,
-// or the episode could not be scored.
+// verdict fails the replay whenever it could not reproduce the recorded
+// reward, with the reason.
 func (res *replayResult) verdict() error {
 	end, recorded := res.end, res.recorded
-	if end.Reward != nil && recorded != nil && *end.Reward != *recorded {
-		return fmt.Errorf("replay: the reward %s differs from the recorded %s", rewardText(end.Reward), rewardText(recorded))
-	}
-	if end.Error != "" {
+	switch {
+	case end.Error != "":
 		return errors.New("replay: " + end.Error)
+	case res.taskID == "":
+		return fmt.Errorf("replay: episode %s was recorded without a task, so there is no checker to reproduce its reward (recorded: %s); record it with its task (start recording while the control plane's episode runs, or with that episode's id)",
+			res.rec.Meta.ID, rewardText(recorded))
+	case recorded == nil:
+		return fmt.Errorf("replay: episode %s has no recorded reward to compare with (it was stopped without being scored); the replay scored %s",
+			res.rec.Meta.ID, rewardText(end.Reward))
+	case end.Reward == nil:
+		return fmt.Errorf("replay: the replay could not score task %s (recorded: %s)", res.taskID, rewardText(recorded))
+	case *end.Reward != *recorded:
+		return fmt.Errorf("replay: the reward %s differs from the recorded %s", rewardText(end.Reward), rewardText(recorded))
 	}
 	return nil
 }
