@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,75 +114,75 @@ var presets = []string{"ultrafast", "superfast", "veryfast", "faster", "fast", "
 
 // withDefaults fills in zero fields and checks the rest; errors name the field.
 func (c Config) withDefaults() (Config, error) {
-	if c.FPS == 0 {
-		c.FPS = DefaultFPS
+	c.FPS = orDefault(c.FPS, DefaultFPS)
+	c.BitrateKbps = orDefault(c.BitrateKbps, DefaultBitrateKbps)
+	c.Preset = strings.ToLower(orDefault(c.Preset, DefaultPreset))
+	c.MaxViewers = orDefault(c.MaxViewers, DefaultMaxViewers)
+	c.KeyframeInterval = orDefault(c.KeyframeInterval, DefaultKeyframeEvery)
+	c.QueueFrames = orDefault(c.QueueFrames, DefaultQueueFrames)
+	c.MaxInputBytes = orDefault(c.MaxInputBytes, DefaultMaxInputBytes)
+	policy, policyErr := ParsePolicy(string(c.Policy))
+	if policyErr == nil {
+		c.Policy = policy
 	}
-	if c.FPS < 1 || c.FPS > 60 {
-		return c, fmt.Errorf("stream: FPS %d is out of range: use 1..60", c.FPS)
+	iceErr := firstErr(c.ICEServers, func(u string) error { _, err := parseICEServer(u); return err })
+	natErr := firstErr(c.NAT1To1IPs, checkIP)
+	// In the order of the fields, so the first wrong one is reported.
+	checks := []struct {
+		bad bool
+		err error
+	}{
+		{outside(c.FPS, 1, 60), fmt.Errorf("stream: FPS %d is out of range: use 1..60", c.FPS)},
+		{outside(c.BitrateKbps, 100, 100000), fmt.Errorf("stream: BitrateKbps %d is out of range: use 100..100000 (kbit/s)", c.BitrateKbps)},
+		{!slices.Contains(presets, c.Preset), fmt.Errorf("stream: Preset %q is not known: use one of %s", c.Preset, strings.Join(presets, ", "))},
+		{iceErr != nil, iceErr},
+		{natErr != nil, natErr},
+		{outside(c.UDPPort, 0, 65535), fmt.Errorf("stream: UDPPort %d is out of range: use 1..65535, or 0 for ephemeral ports", c.UDPPort)},
+		{c.MaxViewers < 1, fmt.Errorf("stream: MaxViewers %d must be at least 1", c.MaxViewers)},
+		{policyErr != nil, fmt.Errorf("stream: Policy: %w", policyErr)},
+		{!validVideoSize(c.VideoWidth, c.VideoHeight), fmt.Errorf("stream: video size %dx%d is not valid: give both VideoWidth and VideoHeight, or neither for the screen's size", c.VideoWidth, c.VideoHeight)},
+		{c.KeyframeInterval < 0, fmt.Errorf("stream: KeyframeInterval %v must not be negative", c.KeyframeInterval)},
+		{outside(c.QueueFrames, 1, 120), fmt.Errorf("stream: QueueFrames %d is out of range: use 1..120", c.QueueFrames)},
+		{c.MaxInputBytes < 256, fmt.Errorf("stream: MaxInputBytes %d is too small: at least 256", c.MaxInputBytes)},
 	}
-	if c.BitrateKbps == 0 {
-		c.BitrateKbps = DefaultBitrateKbps
-	}
-	if c.BitrateKbps < 100 || c.BitrateKbps > 100000 {
-		return c, fmt.Errorf("stream: BitrateKbps %d is out of range: use 100..100000 (kbit/s)", c.BitrateKbps)
-	}
-	if c.Preset == "" {
-		c.Preset = DefaultPreset
-	}
-	c.Preset = strings.ToLower(c.Preset)
-	ok := false
-	for _, p := range presets {
-		ok = ok || p == c.Preset
-	}
-	if !ok {
-		return c, fmt.Errorf("stream: Preset %q is not known: use one of %s", c.Preset, strings.Join(presets, ", "))
-	}
-	for _, u := range c.ICEServers {
-		if _, err := parseICEServer(u); err != nil {
-			return c, err
+	for _, ck := range checks {
+		if ck.bad {
+			return c, ck.err
 		}
-	}
-	for _, ip := range c.NAT1To1IPs {
-		if net.ParseIP(ip) == nil {
-			return c, fmt.Errorf("stream: NAT1To1IPs: %q is not an IP address", ip)
-		}
-	}
-	if c.UDPPort < 0 || c.UDPPort > 65535 {
-		return c, fmt.Errorf("stream: UDPPort %d is out of range: use 1..65535, or 0 for ephemeral ports", c.UDPPort)
-	}
-	if c.MaxViewers == 0 {
-		c.MaxViewers = DefaultMaxViewers
-	}
-	if c.MaxViewers < 1 {
-		return c, fmt.Errorf("stream: MaxViewers %d must be at least 1", c.MaxViewers)
-	}
-	p, err := ParsePolicy(string(c.Policy))
-	if err != nil {
-		return c, fmt.Errorf("stream: Policy: %w", err)
-	}
-	c.Policy = p
-	if c.VideoWidth < 0 || c.VideoHeight < 0 || (c.VideoWidth == 0) != (c.VideoHeight == 0) {
-		return c, fmt.Errorf("stream: video size %dx%d is not valid: give both VideoWidth and VideoHeight, or neither for the screen's size", c.VideoWidth, c.VideoHeight)
-	}
-	if c.KeyframeInterval == 0 {
-		c.KeyframeInterval = DefaultKeyframeEvery
-	}
-	if c.KeyframeInterval < 0 {
-		return c, fmt.Errorf("stream: KeyframeInterval %v must not be negative", c.KeyframeInterval)
-	}
-	if c.QueueFrames == 0 {
-		c.QueueFrames = DefaultQueueFrames
-	}
-	if c.QueueFrames < 1 || c.QueueFrames > 120 {
-		return c, fmt.Errorf("stream: QueueFrames %d is out of range: use 1..120", c.QueueFrames)
-	}
-	if c.MaxInputBytes == 0 {
-		c.MaxInputBytes = DefaultMaxInputBytes
-	}
-	if c.MaxInputBytes < 256 {
-		return c, fmt.Errorf("stream: MaxInputBytes %d is too small: at least 256", c.MaxInputBytes)
 	}
 	return c, nil
+}
+
+// orDefault is v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// outside tells whether v is outside lo..hi.
+func outside(v, lo, hi int) bool { return v < lo || v > hi }
+
+// validVideoSize accepts both sides given, or neither.
+func validVideoSize(w, h int) bool { return w >= 0 && h >= 0 && (w == 0) == (h == 0) }
+
+func checkIP(ip string) error {
+	if net.ParseIP(ip) == nil {
+		return fmt.Errorf("stream: NAT1To1IPs: %q is not an IP address", ip)
+	}
+	return nil
+}
+
+// firstErr is check's first error over items, or nil.
+func firstErr(items []string, check func(string) error) error {
+	for _, it := range items {
+		if err := check(it); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // videoSize picks the video size for a screen: the configured size, or the

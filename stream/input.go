@@ -73,74 +73,129 @@ type input struct {
 
 // parseInput checks one data channel message against the protocol.
 func parseInput(m webrtc.DataChannelMessage, maxBytes, vw, vh int) (input, error) {
+	msg, err := decodeInput(m, maxBytes)
+	if err != nil {
+		return input{}, err
+	}
+	parse := inputKind(msg.T)
+	if parse == nil {
+		return input{t: msg.T}, unknownInput(msg.T)
+	}
+	return parse(msg, input{t: msg.T}, vw, vh)
+}
+
+// decodeInput reads one message's JSON: text, at most maxBytes, one object,
+// valid UTF-8.
+func decodeInput(m webrtc.DataChannelMessage, maxBytes int) (inputMsg, error) {
+	var msg inputMsg
 	if !m.IsString {
-		return input{}, fmt.Errorf("input messages are JSON text; got %d bytes of binary", len(m.Data))
+		return msg, fmt.Errorf("input messages are JSON text; got %d bytes of binary", len(m.Data))
 	}
 	if len(m.Data) > maxBytes {
-		return input{}, fmt.Errorf("input message of %d bytes is too large: at most %d", len(m.Data), maxBytes)
+		return msg, fmt.Errorf("input message of %d bytes is too large: at most %d", len(m.Data), maxBytes)
 	}
-	var msg inputMsg
 	dec := json.NewDecoder(bytes.NewReader(m.Data))
 	if err := dec.Decode(&msg); err != nil {
-		return input{}, fmt.Errorf("input message is not JSON of the expected shape (%s): send e.g. {\"t\":\"kd\",\"k\":65293}", wire.Prefix(err.Error(), 200))
+		return msg, fmt.Errorf("input message is not JSON of the expected shape (%s): send e.g. {\"t\":\"kd\",\"k\":65293}", wire.Prefix(err.Error(), 200))
 	}
 	if dec.More() {
-		return input{}, errors.New("input message has data after the JSON object: send one object per message")
+		return msg, errors.New("input message has data after the JSON object: send one object per message")
 	}
 	// On the raw bytes: decoding put U+FFFD in place of bytes that are not
 	// UTF-8 (or of a lone surrogate escape) without a word.
 	if err := wire.CheckJSON(m.Data); err != nil {
-		return input{}, fmt.Errorf("input message: %w", err)
+		return msg, fmt.Errorf("input message: %w", err)
 	}
-	in := input{t: msg.T}
-	var err error
-	switch msg.T {
+	return msg, nil
+}
+
+// inputParser reads the fields of one kind of input message into in.
+type inputParser func(msg inputMsg, in input, vw, vh int) (input, error)
+
+// inputKind is the parser of input type t, or nil for an unknown type.
+func inputKind(t string) inputParser {
+	switch t {
 	case "kd", "ku":
-		var k int
-		if k, err = integer("k", msg.K, 1, 0x1fffffff); err != nil {
-			return in, fmt.Errorf("%s: %w (an X keysym)", msg.T, err)
-		}
-		in.keysym = hci.Keysym(k)
+		return parseKey
 	case "bd", "bu":
-		if in.button, err = integer("b", msg.B, 1, 9); err != nil {
-			return in, fmt.Errorf("%s: %w: 1 left, 2 middle, 3 right, 8 back, 9 forward", msg.T, err)
-		}
-		if in.button >= 4 && in.button <= 7 {
-			return in, fmt.Errorf("%s: button %d is a wheel button: send {\"t\":\"wh\"} instead", msg.T, in.button)
-		}
+		return parseButton
 	case "mm":
-		if msg.X == nil || msg.Y == nil {
-			return in, errors.New("mm needs \"x\" and \"y\" in video pixels")
-		}
-		if *msg.X < 0 || *msg.Y < 0 || *msg.X >= float64(vw) || *msg.Y >= float64(vh) {
-			return in, fmt.Errorf("mm (%g, %g) is outside the %dx%d video: x must be 0..%d and y 0..%d", *msg.X, *msg.Y, vw, vh, vw-1, vh-1)
-		}
-		in.x, in.y = int(math.Floor(*msg.X)), int(math.Floor(*msg.Y))
+		return parseMove
 	case "wh":
-		if msg.DX == nil && msg.DY == nil {
-			return in, errors.New("wh needs \"dx\" and/or \"dy\" in wheel notches (+dy down, +dx right)")
-		}
-		if msg.DX != nil {
-			if in.dx, err = integer("dx", msg.DX, -hci.MaxWheelNotches, hci.MaxWheelNotches); err != nil {
-				return in, fmt.Errorf("wh: %w", err)
-			}
-		}
-		if msg.DY != nil {
-			if in.dy, err = integer("dy", msg.DY, -hci.MaxWheelNotches, hci.MaxWheelNotches); err != nil {
-				return in, fmt.Errorf("wh: %w", err)
-			}
-		}
+		return parseWheel
 	case "clip":
-		if msg.Text == nil {
-			return in, errors.New("clip needs \"text\"")
-		}
-		in.text = *msg.Text
+		return parseClip
 	case "release":
-	case "":
-		return in, errors.New("input message has no \"t\": use kd, ku, bd, bu, mm, wh, clip or release")
-	default:
-		return in, fmt.Errorf("unknown input type %q: use kd, ku, bd, bu, mm, wh, clip or release", truncate(msg.T, 40))
+		return func(_ inputMsg, in input, _, _ int) (input, error) { return in, nil }
 	}
+	return nil
+}
+
+func unknownInput(t string) error {
+	if t == "" {
+		return errors.New("input message has no \"t\": use kd, ku, bd, bu, mm, wh, clip or release")
+	}
+	return fmt.Errorf("unknown input type %q: use kd, ku, bd, bu, mm, wh, clip or release", truncate(t, 40))
+}
+
+func parseKey(msg inputMsg, in input, _, _ int) (input, error) {
+	k, err := integer("k", msg.K, 1, 0x1fffffff)
+	if err != nil {
+		return in, fmt.Errorf("%s: %w (an X keysym)", msg.T, err)
+	}
+	in.keysym = hci.Keysym(k)
+	return in, nil
+}
+
+func parseButton(msg inputMsg, in input, _, _ int) (input, error) {
+	var err error
+	if in.button, err = integer("b", msg.B, 1, 9); err != nil {
+		return in, fmt.Errorf("%s: %w: 1 left, 2 middle, 3 right, 8 back, 9 forward", msg.T, err)
+	}
+	if in.button >= 4 && in.button <= 7 {
+		return in, fmt.Errorf("%s: button %d is a wheel button: send {\"t\":\"wh\"} instead", msg.T, in.button)
+	}
+	return in, nil
+}
+
+func parseMove(msg inputMsg, in input, vw, vh int) (input, error) {
+	if msg.X == nil || msg.Y == nil {
+		return in, errors.New("mm needs \"x\" and \"y\" in video pixels")
+	}
+	if *msg.X < 0 || *msg.Y < 0 || *msg.X >= float64(vw) || *msg.Y >= float64(vh) {
+		return in, fmt.Errorf("mm (%g, %g) is outside the %dx%d video: x must be 0..%d and y 0..%d", *msg.X, *msg.Y, vw, vh, vw-1, vh-1)
+	}
+	in.x, in.y = int(math.Floor(*msg.X)), int(math.Floor(*msg.Y))
+	return in, nil
+}
+
+func parseWheel(msg inputMsg, in input, _, _ int) (input, error) {
+	if msg.DX == nil && msg.DY == nil {
+		return in, errors.New("wh needs \"dx\" and/or \"dy\" in wheel notches (+dy down, +dx right)")
+	}
+	var err error
+	if in.dx, err = optionalNotches("dx", msg.DX); err != nil {
+		return in, fmt.Errorf("wh: %w", err)
+	}
+	if in.dy, err = optionalNotches("dy", msg.DY); err != nil {
+		return in, fmt.Errorf("wh: %w", err)
+	}
+	return in, nil
+}
+
+// optionalNotches reads a wheel axis that may be absent (0).
+func optionalNotches(name string, f *float64) (int, error) {
+	if f == nil {
+		return 0, nil
+	}
+	return integer(name, f, -hci.MaxWheelNotches, hci.MaxWheelNotches)
+}
+
+func parseClip(msg inputMsg, in input, _, _ int) (input, error) {
+	if msg.Text == nil {
+		return in, errors.New("clip needs \"text\"")
+	}
+	in.text = *msg.Text
 	return in, nil
 }
 

@@ -72,10 +72,12 @@ func decodeVP8(t *testing.T, frames []frame, w, h int) []byte {
 	binary.Write(&ivf, binary.LittleEndian, []uint16{0, 32})
 	ivf.WriteString("VP80")
 	binary.Write(&ivf, binary.LittleEndian, []uint16{uint16(w), uint16(h)})
-	binary.Write(&ivf, binary.LittleEndian, []uint32{90000, 1, uint32(len(frames)), 0})
-	for _, f := range frames {
+	binary.Write(&ivf, binary.LittleEndian, []uint32{30, 1, uint32(len(frames)), 0})
+	// Frame numbers for timestamps: the RTP clock starts anywhere, and
+	// ffmpeg would fill the time before it with copies of pictures.
+	for i, f := range frames {
 		binary.Write(&ivf, binary.LittleEndian, uint32(len(f.vp8)))
-		binary.Write(&ivf, binary.LittleEndian, uint64(f.timestamp))
+		binary.Write(&ivf, binary.LittleEndian, uint64(i))
 		ivf.Write(f.vp8)
 	}
 	in := filepath.Join(t.TempDir(), "in.ivf")
