@@ -8,14 +8,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 
+	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xext"
+	"github.com/deskenv/deskenv/internal/xsel"
 )
 
 // maxClipBytes bounds clipboard text in either direction. One X property
@@ -23,43 +24,54 @@ import (
 // would need the INCR protocol; people paste text, not files.
 const maxClipBytes = 200 << 10
 
-// xwatch is the stream's own X connection: it tells the video loop when the
-// screen was drawn on (DAMAGE) and where the pointer is and what it looks
-// like (XFIXES), and it owns and watches the CLIPBOARD selection. It is a
-// connection of its own because it reads events, which must not be stolen
-// from other users of the display's connection.
+// xwatch is the stream's own X connection (a display.Follower): it tells the
+// video loop when the screen was drawn on (DAMAGE) and where the pointer is
+// and what it looks like (XFIXES), and it watches who owns the CLIPBOARD
+// selection. It is a connection of its own because it reads events, which
+// must not be stolen from other users of the display's connection. The
+// clipboard itself is set and read through internal/xsel, like every other
+// clipboard user of the appliance.
 type xwatch struct {
 	s   *Server
 	log *slog.Logger
+	f   *display.Follower
+
+	clip     *xsel.Owner   // the viewers' copies
+	clipWant chan struct{} // the desktop's clipboard changed: fetch it for the viewers
 
 	mu      sync.Mutex
 	x       *xstate // nil while the display is down
 	closed  bool
-	wantDmg bool   // the video loop runs and wants damage events
-	clip    string // the text we serve while we own CLIPBOARD
-	clipBy  string // viewer that set it
+	wantDmg bool // the video loop runs and wants damage events
 
 	dirty atomic.Bool   // damage seen since the last takeDamage
 	wake  chan struct{} // signalled on damage, for the video loop
 
-	stop chan struct{}
+	ctx  context.Context // ends at close
+	stop context.CancelFunc
 	done chan struct{}
 }
 
 // xstate is one connection to one X server generation.
 type xstate struct {
-	c         *xgb.Conn
-	gen       uint64
-	root, win xproto.Window
-	hasDamage bool
-	hasFixes  bool
-	dmg       damage.Damage // 0 when not tracking
-
-	aClipboard, aUTF8, aTargets, aText, aString, aIncr, aProp, aAtom xproto.Atom
+	c          *xgb.Conn
+	gen        uint64
+	root       xproto.Window
+	hasDamage  bool
+	hasFixes   bool
+	dmg        damage.Damage // 0 when not tracking
+	aClipboard xproto.Atom
 }
 
 func newXWatch(s *Server) *xwatch {
-	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), f: s.d.Follow(display.ReadEvents),
+		clipWant: make(chan struct{}, 1), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	w.ctx, w.stop = context.WithCancel(context.Background())
+	owner, err := xsel.NewOwner(s.d.Name(), "CLIPBOARD", w.log)
+	if err != nil {
+		w.log.Warn("viewers cannot set the desktop's clipboard", "err", err)
+	}
+	w.clip = owner
 	// The first connection is made here, not in the goroutine: setting up
 	// extensions races with other connections' event readers in xgb (it
 	// writes package-level maps), so it belongs to start-up.
@@ -69,6 +81,7 @@ func newXWatch(s *Server) *xwatch {
 		w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
 	}
 	go w.run(x, changed)
+	go w.fetchClipboard()
 	return w
 }
 
@@ -79,13 +92,13 @@ func (w *xwatch) close() {
 		return
 	}
 	w.closed = true
-	x := w.x
 	w.mu.Unlock()
-	close(w.stop)
-	if x != nil {
-		x.c.Close()
-	}
+	w.stop()
+	w.f.Close() // ends events
 	<-w.done
+	if w.clip != nil {
+		w.clip.Close()
+	}
 }
 
 // run keeps a connection to the current X server and reads its events. x is
@@ -99,31 +112,13 @@ func (w *xwatch) run(x *xstate, changed <-chan struct{}) {
 			x, err = w.connect()
 		}
 		if err == nil && x != nil {
-			w.mu.Lock()
-			if w.closed {
-				w.mu.Unlock()
-				x.c.Close()
-				return
-			}
-			w.x = x
-			want := w.wantDmg
-			w.mu.Unlock()
-			if want {
-				w.startDamage()
-			}
-			w.events(x)
-			w.mu.Lock()
-			if w.x == x {
-				w.x = nil
-			}
-			w.mu.Unlock()
-			x.c.Close()
+			w.watch(x)
 		} else if err != nil {
 			w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
 		}
 		// Wait for a new server, or retry a little later.
 		select {
-		case <-w.stop:
+		case <-w.ctx.Done():
 			return
 		case <-changed:
 		case <-time.After(2 * time.Second):
@@ -131,68 +126,61 @@ func (w *xwatch) run(x *xstate, changed <-chan struct{}) {
 	}
 }
 
+// watch makes x the current connection and reads its events until it
+// closes, which happens when its server dies or at close.
+func (w *xwatch) watch(x *xstate) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.x = x
+	want := w.wantDmg
+	w.mu.Unlock()
+	if want {
+		w.startDamage()
+	}
+	w.events(x)
+	w.mu.Lock()
+	if w.x == x {
+		w.x = nil
+	}
+	w.mu.Unlock()
+	w.f.Drop(x.gen)
+}
+
 func (w *xwatch) connect() (*xstate, error) {
-	gen := w.s.d.Generation()
-	c, err := w.s.d.Dial()
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	c, gen, err := w.f.Get(ctx)
 	if err != nil {
 		return nil, err
 	}
 	x := &xstate{c: c, gen: gen, root: xproto.Setup(c).DefaultScreen(c).Root}
-	fail := func(err error) (*xstate, error) { c.Close(); return nil, err }
-	if err := xext.Init(c, "XFIXES", xfixes.Init); err == nil {
-		if _, err := xfixes.QueryVersion(c, 5, 0).Reply(); err == nil {
-			x.hasFixes = true
-		}
-	}
-	if x.hasFixes {
-		if err := xext.Init(c, "DAMAGE", damage.Init); err == nil {
-			if _, err := damage.QueryVersion(c, 1, 1).Reply(); err == nil {
-				x.hasDamage = true
-			}
-		}
-	}
+	x.hasFixes = xext.Init(c, "XFIXES", xfixes.Init) == nil && replied(xfixes.QueryVersion(c, 5, 0).Reply())
+	x.hasDamage = x.hasFixes && xext.Init(c, "DAMAGE", damage.Init) == nil && replied(damage.QueryVersion(c, 1, 1).Reply())
 	if !x.hasFixes {
 		w.log.Warn("the X server has no XFIXES: no pointer in the video, no clipboard changes from the desktop")
 	}
 	if !x.hasDamage {
 		w.log.Warn("the X server has no DAMAGE: the screen is captured on every tick to find changes")
 	}
-	for _, a := range []struct {
-		name string
-		dst  *xproto.Atom
-	}{
-		{"CLIPBOARD", &x.aClipboard}, {"UTF8_STRING", &x.aUTF8}, {"TARGETS", &x.aTargets},
-		{"TEXT", &x.aText}, {"STRING", &x.aString}, {"INCR", &x.aIncr},
-		{"DESKENV_CLIPBOARD", &x.aProp}, {"ATOM", &x.aAtom},
-	} {
-		r, err := xproto.InternAtom(c, false, uint16(len(a.name)), a.name).Reply()
-		if err != nil {
-			return fail(fmt.Errorf("stream: intern atom %s: %w", a.name, err))
-		}
-		*a.dst = r.Atom
-	}
-	win, err := xproto.NewWindowId(c)
+	r, err := xproto.InternAtom(c, false, uint16(len("CLIPBOARD")), "CLIPBOARD").Reply()
 	if err != nil {
-		return fail(fmt.Errorf("stream: window id: %w", err))
+		w.f.Drop(gen)
+		return nil, fmt.Errorf("stream: intern atom CLIPBOARD: %w", err)
 	}
-	// An unmapped 1x1 window: it only exists to own the selection and
-	// receive its properties.
-	if err := xproto.CreateWindowChecked(c, 0, win, x.root, -1, -1, 1, 1, 0, xproto.WindowClassInputOnly, 0,
-		xproto.CwEventMask, []uint32{xproto.EventMaskPropertyChange}).Check(); err != nil {
-		return fail(fmt.Errorf("stream: create the clipboard window: %w", err))
-	}
-	x.win = win
+	x.aClipboard = r.Atom
 	if x.hasFixes {
-		if err := xfixes.SelectSelectionInputChecked(c, win, x.aClipboard, xfixes.SelectionEventMaskSetSelectionOwner).Check(); err != nil {
+		if err := xfixes.SelectSelectionInputChecked(c, x.root, x.aClipboard, xfixes.SelectionEventMaskSetSelectionOwner).Check(); err != nil {
 			w.log.Warn("cannot watch the clipboard", "err", err)
 		}
 	}
-	// After a server restart the clipboard we served is gone with it.
-	w.mu.Lock()
-	w.clip, w.clipBy = "", ""
-	w.mu.Unlock()
 	return x, nil
 }
+
+// replied reports whether an extension's version query was answered.
+func replied[T any](_ T, err error) bool { return err == nil }
 
 // events handles X events until the connection closes.
 func (w *xwatch) events(x *xstate) {
@@ -212,16 +200,8 @@ func (w *xwatch) events(x *xstate) {
 			case w.wake <- struct{}{}:
 			default:
 			}
-		case xproto.SelectionRequestEvent:
-			w.serveSelection(x, e)
-		case xproto.SelectionClearEvent:
-			w.mu.Lock()
-			w.clip, w.clipBy = "", ""
-			w.mu.Unlock()
 		case xfixes.SelectionNotifyEvent:
 			w.ownerChanged(x, e)
-		case xproto.SelectionNotifyEvent:
-			w.converted(x, e)
 		}
 	}
 }
@@ -313,129 +293,58 @@ func (w *xwatch) cursor(prevSerial uint32) cursorState {
 	return cs
 }
 
-// setClipboard makes text the desktop's CLIPBOARD; by is the viewer that set
-// it, which is not sent the change back.
+// setClipboard makes text the desktop's CLIPBOARD and tells the other
+// viewers; by is the viewer that set it, which is not sent it back.
 func (w *xwatch) setClipboard(ctx context.Context, text, by string) error {
 	if len(text) > maxClipBytes {
 		return fmt.Errorf("clipboard text of %d bytes is too large: at most %d", len(text), maxClipBytes)
 	}
-	w.mu.Lock()
-	x := w.x
-	if x == nil {
-		w.mu.Unlock()
-		return errors.New("the desktop is not reachable right now: try again")
+	if w.clip == nil {
+		return errors.New("the desktop's clipboard cannot be set")
 	}
-	w.clip, w.clipBy = text, by
-	w.mu.Unlock()
-	if err := xproto.SetSelectionOwnerChecked(x.c, x.win, x.aClipboard, xproto.TimeCurrentTime).Check(); err != nil {
+	if err := w.clip.Set(ctx, text); err != nil {
 		return fmt.Errorf("set the desktop clipboard: %w", err)
 	}
-	r, err := xproto.GetSelectionOwner(x.c, x.aClipboard).Reply()
-	if err != nil {
-		return fmt.Errorf("set the desktop clipboard: %w", err)
-	}
-	if r.Owner != x.win {
-		return errors.New("set the desktop clipboard: another program took it at the same moment")
-	}
-	return ctx.Err()
+	w.s.broadcastClip(text, by)
+	return nil
 }
 
-// serveSelection answers a program pasting our clipboard.
-func (w *xwatch) serveSelection(x *xstate, e xproto.SelectionRequestEvent) {
-	w.mu.Lock()
-	text := w.clip
-	w.mu.Unlock()
-	prop := e.Property
-	if prop == xproto.AtomNone {
-		prop = e.Target // obsolete clients: ICCCM says use the target as the property
-	}
-	ok := e.Selection == x.aClipboard
-	if ok {
-		switch e.Target {
-		case x.aTargets:
-			atoms := []xproto.Atom{x.aTargets, x.aUTF8, x.aText, x.aString}
-			buf := make([]byte, 4*len(atoms))
-			for i, a := range atoms {
-				xgb.Put32(buf[4*i:], uint32(a))
-			}
-			xproto.ChangeProperty(x.c, xproto.PropModeReplace, e.Requestor, prop, x.aAtom, 32, uint32(len(atoms)), buf)
-		case x.aUTF8, x.aText:
-			xproto.ChangeProperty(x.c, xproto.PropModeReplace, e.Requestor, prop, x.aUTF8, 8, uint32(len(text)), []byte(text))
-		case x.aString:
-			b := latin1(text)
-			xproto.ChangeProperty(x.c, xproto.PropModeReplace, e.Requestor, prop, x.aString, 8, uint32(len(b)), b)
-		default:
-			ok = false
-		}
-	}
-	if !ok {
-		prop = xproto.AtomNone
-	}
-	ev := xproto.SelectionNotifyEvent{Time: e.Time, Requestor: e.Requestor, Selection: e.Selection, Target: e.Target, Property: prop}
-	xproto.SendEvent(x.c, false, e.Requestor, 0, string(ev.Bytes()))
-}
-
-// latin1 converts text for the STRING target; characters outside Latin-1
-// become '?', as ICCCM STRING cannot carry them.
-func latin1(s string) []byte {
-	b := make([]byte, 0, len(s))
-	for _, r := range s {
-		if r < 256 {
-			b = append(b, byte(r))
-		} else {
-			b = append(b, '?')
-		}
-	}
-	return b
-}
-
-// ownerChanged reacts to a new CLIPBOARD owner: it fetches the text to send
-// to viewers.
+// ownerChanged reacts to a new CLIPBOARD owner: another program copied, so
+// its text is fetched for the viewers. A viewer's own copy was sent to the
+// others when it was set.
 func (w *xwatch) ownerChanged(x *xstate, e xfixes.SelectionNotifyEvent) {
 	if e.Selection != x.aClipboard || e.Owner == xproto.WindowNone {
 		return
 	}
-	if e.Owner == x.win {
-		// A viewer set it: tell the others.
-		w.mu.Lock()
-		text, by := w.clip, w.clipBy
-		w.mu.Unlock()
-		w.s.broadcastClip(text, by)
+	if w.clip != nil && w.clip.Holds(e.Owner) {
 		return
 	}
 	if w.s.clipAudience() == 0 {
 		return // nobody to tell: do not fetch it at all
 	}
-	xproto.ConvertSelection(x.c, x.win, x.aClipboard, x.aUTF8, x.aProp, e.SelectionTimestamp)
+	select {
+	case w.clipWant <- struct{}{}:
+	default: // a fetch is pending; it reads the newest text
+	}
 }
 
-// converted reads the clipboard text a ConvertSelection produced.
-func (w *xwatch) converted(x *xstate, e xproto.SelectionNotifyEvent) {
-	if e.Selection != x.aClipboard || e.Property == xproto.AtomNone {
-		return
+// fetchClipboard reads the desktop's clipboard each time ownerChanged asks,
+// aside from the event loop: the owner answers a paste request on its own
+// time, while damage and cursor events must keep flowing.
+func (w *xwatch) fetchClipboard() {
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.clipWant:
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, xsel.DefaultTimeout)
+		text, err := xsel.Read(ctx, w.s.d.Name(), "CLIPBOARD", maxClipBytes)
+		cancel()
+		if err != nil {
+			w.log.Debug("cannot read the desktop clipboard for the viewers", "err", err, "limit", maxClipBytes)
+			continue
+		}
+		w.s.broadcastClip(text, "")
 	}
-	r, err := xproto.GetProperty(x.c, true, x.win, e.Property, xproto.GetPropertyTypeAny, 0, maxClipBytes/4+1).Reply()
-	if err != nil || r == nil {
-		return
-	}
-	if r.Type == x.aIncr || r.BytesAfter > 0 {
-		w.log.Debug("desktop clipboard too large to send to viewers", "limit", maxClipBytes)
-		return
-	}
-	if r.Format != 8 {
-		return
-	}
-	text := string(r.Value)
-	if !utf8.ValidString(text) {
-		text = string([]rune(string(latinRunes(r.Value))))
-	}
-	w.s.broadcastClip(text, "")
-}
-
-func latinRunes(b []byte) []rune {
-	rs := make([]rune, len(b))
-	for i, c := range b {
-		rs[i] = rune(c)
-	}
-	return rs
 }
