@@ -14,7 +14,9 @@ import (
 	"github.com/jezek/xgb/res"
 	"github.com/jezek/xgb/xproto"
 
+	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xext"
+	"github.com/deskenv/deskenv/internal/xwin"
 )
 
 // Window is a top-level client window as a reset compares them: by WM_CLASS.
@@ -36,16 +38,23 @@ type xclient struct {
 // clients, so it uses its own connection rather than one shared with input
 // or capture, and closes it when done.
 type xsession struct {
-	conn  *xgb.Conn
-	root  xproto.Window
-	atoms map[string]xproto.Atom
-	xres  bool
+	conn   *xgb.Conn
+	root   xproto.Window
+	atoms  map[string]xproto.Atom
+	xres   bool
+	lister *xwin.Lister // made on the first windows
 }
 
+// dialLimit bounds connecting to the X server: one that is stopped accepts
+// the socket and then never finishes the handshake.
+const dialLimit = 10 * time.Second
+
 func openX(name string) (*xsession, error) {
-	conn, err := xgb.NewConnDisplay(name)
+	ctx, cancel := context.WithTimeout(context.Background(), dialLimit)
+	defer cancel()
+	conn, err := display.DialContext(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("connect to display %s: %w", name, err)
+		return nil, err
 	}
 	s := &xsession{conn: conn, root: xproto.Setup(conn).DefaultScreen(conn).Root, atoms: map[string]xproto.Atom{}}
 	if err := xext.Init(conn, "X-Resource", res.Init); err == nil {
@@ -256,17 +265,25 @@ func (s *xsession) selectionOwner(name string) xproto.Window {
 }
 
 // windows lists the viewable top-level client windows (those carrying
-// WM_CLASS, found under the root or inside a window manager's frame), sorted
-// by class, instance and title.
+// WM_CLASS, found under the root or inside a window manager's frame, as
+// internal/xwin finds them for task checks too), sorted by class, instance
+// and title.
 func (s *xsession) windows() ([]Window, error) {
-	tree, err := xproto.QueryTree(s.conn, s.root).Reply()
+	if s.lister == nil {
+		l, err := xwin.NewLister(s.conn)
+		if err != nil {
+			return nil, fmt.Errorf("list windows: %w", err)
+		}
+		s.lister = l
+	}
+	ws, err := s.lister.Windows()
 	if err != nil {
 		return nil, fmt.Errorf("list windows: %w", err)
 	}
 	var out []Window
-	for _, top := range tree.Children {
-		if w, ok := s.findClient(top, 3); ok {
-			out = append(out, w)
+	for _, w := range ws {
+		if w.Viewable && (w.Instance != "" || w.Class != "") {
+			out = append(out, Window{ID: w.ID, Instance: w.Instance, Class: w.Class, Title: w.Title, PID: w.PID})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -280,66 +297,6 @@ func (s *xsession) windows() ([]Window, error) {
 		return a.Title < b.Title
 	})
 	return out, nil
-}
-
-func (s *xsession) findClient(w xproto.Window, depth int) (Window, bool) {
-	attrs, err := xproto.GetWindowAttributes(s.conn, w).Reply()
-	if err != nil || attrs.MapState != xproto.MapStateViewable {
-		return Window{}, false
-	}
-	if inst, class, ok := s.wmClass(w); ok {
-		return Window{ID: uint32(w), Instance: inst, Class: class, Title: s.title(w), PID: s.netPID(w)}, true
-	}
-	if depth == 0 {
-		return Window{}, false
-	}
-	tree, err := xproto.QueryTree(s.conn, w).Reply()
-	if err != nil {
-		return Window{}, false
-	}
-	for _, c := range tree.Children {
-		if cw, ok := s.findClient(c, depth-1); ok {
-			return cw, true
-		}
-	}
-	return Window{}, false
-}
-
-func (s *xsession) wmClass(w xproto.Window) (inst, class string, ok bool) {
-	r, err := xproto.GetProperty(s.conn, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 256).Reply()
-	if err != nil || r.Format != 8 || len(r.Value) == 0 {
-		return "", "", false
-	}
-	parts := bytes.Split(bytes.TrimRight(r.Value, "\x00"), []byte{0})
-	inst = string(parts[0])
-	if len(parts) > 1 {
-		class = string(parts[1])
-	}
-	return inst, class, true
-}
-
-func (s *xsession) title(w xproto.Window) string {
-	if a := s.atom("_NET_WM_NAME"); a != 0 {
-		if r, err := xproto.GetProperty(s.conn, false, w, a, s.atom("UTF8_STRING"), 0, 1024).Reply(); err == nil && len(r.Value) > 0 {
-			return string(r.Value)
-		}
-	}
-	if r, err := xproto.GetProperty(s.conn, false, w, xproto.AtomWmName, xproto.GetPropertyTypeAny, 0, 1024).Reply(); err == nil {
-		return string(r.Value)
-	}
-	return ""
-}
-
-func (s *xsession) netPID(w xproto.Window) int {
-	a := s.atom("_NET_WM_PID")
-	if a == 0 {
-		return 0
-	}
-	r, err := xproto.GetProperty(s.conn, false, w, a, xproto.AtomCardinal, 0, 1).Reply()
-	if err != nil || r.Format != 32 || len(r.Value) < 4 {
-		return 0
-	}
-	return int(xgb.Get32(r.Value))
 }
 
 // ClassKey is a window list reduced to what a reset must reproduce: the
