@@ -69,8 +69,9 @@ func isDir(p string) error {
 	return nil
 }
 
-// Clipboard reads and sets the text of the desktop's clipboard. cmd/deskenv
-// backs it with an X selection owner of its own (internal/xsel).
+// Clipboard reads and sets the text of the desktop's clipboard. The
+// appliance gives it an xsel.Clipboard (internal/xsel), the one clipboard
+// owner the stream uses too.
 type Clipboard interface {
 	ReadClipboard(ctx context.Context) (string, error)
 	WriteClipboard(ctx context.Context, text string) error
