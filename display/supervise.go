@@ -207,33 +207,52 @@ func (d *Display) supervise(c *child) {
 		return
 	}
 	died := time.Now()
-	d.mu.Lock()
-	c.diedAt = died
-	if !d.inSession(c) {
-		d.mu.Unlock()
+	s, ok := d.noteDeath(c, died)
+	if !ok {
 		return // stopped by this package
 	}
-	s := c.slot
+	if s.role == RoleApp && c.cmd.ProcessState != nil && c.cmd.ProcessState.Success() {
+		d.appClosed(c, died)
+		return
+	}
+	d.restart(c, died)
+}
+
+// noteDeath records when c died and counts the deaths of its slot soon
+// after a start; ok is false when c is no longer part of the session.
+func (d *Display) noteDeath(c *child, died time.Time) (s *slot, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c.diedAt = died
+	if !d.inSession(c) {
+		return nil, false
+	}
+	s = c.slot
 	if died.Sub(c.started) < stableRun {
 		s.quickDeaths++
 	} else {
 		s.quickDeaths = 1
 	}
-	d.mu.Unlock()
+	return s, true
+}
 
-	state := exitState(c)
+// appClosed logs an app that exited with status 0: it was closed, and stays
+// so until the next reset.
+func (d *Display) appClosed(c *child, died time.Time) {
 	pid := c.cmd.Process.Pid
-	if s.role == RoleApp && c.cmd.ProcessState != nil && c.cmd.ProcessState.Success() {
-		d.log.Info("session app exited", "process", c.name(), "pid", pid)
-		d.mu.Lock()
-		if d.inSession(c) {
-			d.sup.note(Exit{Process: c.name(), Role: s.role, PID: pid, Exited: state, At: died,
-				Error: "exited normally (status 0): an app is restarted only when it fails; the next reset starts it again"})
-		}
-		d.mu.Unlock()
-		return
+	d.log.Info("session app exited", "process", c.name(), "pid", pid)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inSession(c) {
+		d.sup.note(Exit{Process: c.name(), Role: c.slot.role, PID: pid, Exited: exitState(c), At: died,
+			Error: "exited normally (status 0): an app is restarted only when it fails; the next reset starts it again"})
 	}
+}
 
+// restart brings a process of the session that died back, after a backoff,
+// until a restart works or the process is no longer the session's.
+func (d *Display) restart(c *child, died time.Time) {
+	s, pid, state := c.slot, c.cmd.Process.Pid, exitState(c)
 	var e *Exit
 	for attempt := 0; ; attempt++ {
 		d.mu.Lock()
@@ -250,42 +269,61 @@ func (d *Display) supervise(c *child) {
 		case <-d.stop:
 			return
 		}
-		d.mu.Lock()
-		if !d.inSession(c) || d.closed || d.conn == nil || d.serverExited() {
-			d.mu.Unlock()
+		if e = d.noteRestart(c, e, died); e == nil {
 			return
 		}
-		if e == nil {
-			e = d.sup.note(Exit{Process: c.name(), Role: s.role, PID: pid, Exited: state, At: died})
-		}
-		d.mu.Unlock()
-
 		n, err := d.spawnSupervised(s)
-		d.mu.Lock()
 		if err != nil {
-			s.quickDeaths++ // so the health check sees a window manager that cannot start
-			e.Error = fmt.Sprintf("restart failed (attempt %d): %v", attempt+1, err)
-			c.lastErr = e.Error
-			d.mu.Unlock()
-			d.log.Error("session process could not be restarted", "process", c.name(), "attempt", attempt+1, "err", err)
+			d.restartFailed(c, e, attempt, err)
 			continue
 		}
-		i := slices.Index(d.session, c)
-		if i < 0 || d.closed {
-			// The session was stopped while the replacement started.
-			e.Error = "the session was stopped while the process restarted"
-			d.mu.Unlock()
-			killGroup(n, syscall.SIGKILL)
-			return
-		}
-		d.session[i] = n
-		now := time.Now()
-		e.Restarted, e.NewPID, e.RestartedAt, e.Error = true, n.cmd.Process.Pid, &now, ""
-		d.mu.Unlock()
-		go d.supervise(n)
-		d.log.Warn("session process restarted", "process", n.name(), "pid", n.cmd.Process.Pid, "was", pid)
+		d.replace(c, n, e)
 		return
 	}
+}
+
+// noteRestart logs c's death once a restart is about to be tried (e, when
+// an earlier attempt logged it already). It returns nil when c is not to be
+// restarted: it left the session, or the display or its server is gone.
+func (d *Display) noteRestart(c *child, e *Exit, died time.Time) *Exit {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.inSession(c) || d.closed || d.conn == nil || d.serverExited() {
+		return nil
+	}
+	if e == nil {
+		e = d.sup.note(Exit{Process: c.name(), Role: c.slot.role, PID: c.cmd.Process.Pid, Exited: exitState(c), At: died})
+	}
+	return e
+}
+
+// restartFailed records why a restart of c failed.
+func (d *Display) restartFailed(c *child, e *Exit, attempt int, err error) {
+	d.mu.Lock()
+	c.slot.quickDeaths++ // so the health check sees a window manager that cannot start
+	e.Error = fmt.Sprintf("restart failed (attempt %d): %v", attempt+1, err)
+	c.lastErr = e.Error
+	d.mu.Unlock()
+	d.log.Error("session process could not be restarted", "process", c.name(), "attempt", attempt+1, "err", err)
+}
+
+// replace puts n in c's place in the session and supervises it, unless the
+// session was stopped while n started: then n is killed.
+func (d *Display) replace(c, n *child, e *Exit) {
+	d.mu.Lock()
+	i := slices.Index(d.session, c)
+	if i < 0 || d.closed {
+		e.Error = "the session was stopped while the process restarted"
+		d.mu.Unlock()
+		killGroup(n, syscall.SIGKILL)
+		return
+	}
+	d.session[i] = n
+	now := time.Now()
+	e.Restarted, e.NewPID, e.RestartedAt, e.Error = true, n.cmd.Process.Pid, &now, ""
+	d.mu.Unlock()
+	go d.supervise(n)
+	d.log.Warn("session process restarted", "process", n.name(), "pid", n.cmd.Process.Pid, "was", c.cmd.Process.Pid)
 }
 
 // inSession reports whether c is still one of the session's processes.
