@@ -1,7 +1,9 @@
 // Package display owns one X display: it starts Xvfb, a window manager and the
 // session apps as child processes (or attaches to a display that already runs),
-// holds the X connection every other package talks through, watches the server's
-// health and brings it back when it dies.
+// watches the server's health and brings it back when it dies. Other packages
+// reach X through it: a Follower is a connection of their own that follows the
+// server across restarts (input, capture, the stream, task checks), DialContext
+// a short-lived one (a reset).
 //
 // Everything that touches X hangs off a *Display, so one process can serve many
 // displays; there is no package-level state.
@@ -191,9 +193,10 @@ func (d *Display) Config() Config { return d.cfg }
 // Logger is the display's logger, tagged with its name.
 func (d *Display) Logger() *slog.Logger { return d.log }
 
-// Conn is the display's X connection. It is replaced when the server is
-// restarted; callers that cache server-side resources (SHM segments, keymaps)
-// should compare Generation before using them.
+// Conn is the display's shared X connection, for quick questions (health,
+// geometry). It is replaced when the server is restarted; a package that reads
+// events or keeps server-side resources (SHM segments, keymaps) uses a
+// Follower of its own instead.
 func (d *Display) Conn() *xgb.Conn {
 	d.mu.Lock()
 	defer d.mu.Unlock()
