@@ -226,7 +226,8 @@ func (r *videoRun) step(ctx context.Context) error {
 		return err
 	}
 	now := time.Now()
-	wantKey := r.takeKeyRequest(now)
+	keys := r.takeKeyRequest(now)
+	wantKey := len(keys) > 0
 	screenChanged, err := r.capture(ctx)
 	if err != nil {
 		return err
@@ -244,7 +245,7 @@ func (r *videoRun) step(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.encode(now, t0, wantKey, refining)
+	return r.encode(now, t0, keys, refining)
 }
 
 // pace polls an idle screen a few times a second instead of at the frame
@@ -262,14 +263,16 @@ func (r *videoRun) pace() {
 	}
 }
 
-// takeKeyRequest serves a pending keyframe request once KeyframeInterval
-// has passed since the last keyframe.
-func (r *videoRun) takeKeyRequest(now time.Time) bool {
-	if r.p.keyReq.Load() && now.Sub(r.lastKey) >= r.p.s.cfg.KeyframeInterval {
-		r.p.keyReq.Store(false)
-		return true
+// takeKeyRequest serves pending keyframe requests once KeyframeInterval
+// has passed since the last keyframe: it returns the codecs that need one.
+func (r *videoRun) takeKeyRequest(now time.Time) map[string]bool {
+	if !r.p.keyReq.Load() || now.Sub(r.lastKey) < r.p.s.cfg.KeyframeInterval {
+		return nil
 	}
-	return false
+	r.p.keyReq.Store(false)
+	// A request names its codec before it raises keyReq, so keyReq with no
+	// codec left means the last take already served it.
+	return r.p.takeKeyWant()
 }
 
 // capture grabs the screen if it was drawn on (or nothing was captured
@@ -340,12 +343,13 @@ func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
 	return nil
 }
 
-// encode compresses the picture once per codec in use and offers each
-// frame to that codec's viewers. t0 is when making the picture began.
-func (r *videoRun) encode(now, t0 time.Time, wantKey, refining bool) error {
+// encode compresses the picture once per codec in use, a keyframe for
+// the codecs in keys, and offers each frame to that codec's viewers. t0 is
+// when making the picture began.
+func (r *videoRun) encode(now, t0 time.Time, keys map[string]bool, refining bool) error {
 	sent := false
 	for _, e := range r.encs {
-		if wantKey {
+		if keys[e.codec] {
 			e.enc.ForceKeyframe()
 		}
 		data, key, err := e.enc.Encode(r.pic, now.Sub(r.start))

@@ -256,7 +256,7 @@ func (v *viewer) readRTCP(sender *webrtc.RTPSender) {
 				sub := v.sub
 				v.mu.Unlock()
 				if sub != nil {
-					v.s.video.requestKeyframe("the viewer lost a picture (PLI/FIR)")
+					v.s.video.requestKeyframe(sub.codec, "the viewer lost a picture (PLI/FIR)")
 				}
 			}
 		}

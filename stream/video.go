@@ -61,8 +61,10 @@ type pipeline struct {
 	s        *Server
 	counters counters
 	geom     atomic.Pointer[geometry]
-	keyReq   atomic.Bool   // a keyframe was asked for since the last one
-	kick     chan struct{} // wakes the loop for a keyframe request
+	keyReq   atomic.Bool     // a keyframe was asked for since the last one
+	keyMu    sync.Mutex      // guards keyWant; fanOut asks with mu held
+	keyWant  map[string]bool // the codecs keyReq is for
+	kick     chan struct{}   // wakes the loop for a keyframe request
 	// codecGen changes whenever inUse does, so the loop knows when to open
 	// or close encoders without taking mu on every tick.
 	codecGen atomic.Uint64
@@ -129,7 +131,7 @@ func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
 		p.s.xw.startDamage()
 		go p.loop(ctx, done)
 	}
-	p.requestKeyframe("a viewer joined")
+	p.requestKeyframe(sub.codec, "a viewer joined")
 	return sub
 }
 
@@ -174,6 +176,15 @@ func (p *pipeline) stop() {
 	}
 }
 
+// takeKeyWant returns the codecs a keyframe was asked for and forgets them.
+func (p *pipeline) takeKeyWant() map[string]bool {
+	p.keyMu.Lock()
+	defer p.keyMu.Unlock()
+	w := p.keyWant
+	p.keyWant = nil
+	return w
+}
+
 // codecsInUse are the names of the codecs viewers are sent now.
 func (p *pipeline) codecsInUse() map[string]bool {
 	p.mu.Lock()
@@ -185,11 +196,17 @@ func (p *pipeline) codecsInUse() map[string]bool {
 	return out
 }
 
-// requestKeyframe asks the loop for a keyframe; the loop rate-limits them.
-// Every encoder in use makes one: keyframe requests are rare (joins, losses)
-// and viewers of two codecs at once rarer, so one flag serves them all.
-func (p *pipeline) requestKeyframe(why string) {
+// requestKeyframe asks the loop for a keyframe of the named codec; the loop
+// rate-limits them. Only that codec's encoder makes one: a VP8 viewer
+// joining costs the H.264 viewers nothing but the same picture again.
+func (p *pipeline) requestKeyframe(codec, why string) {
 	p.counters.keyRequests.Add(1)
+	p.keyMu.Lock()
+	if p.keyWant == nil {
+		p.keyWant = map[string]bool{}
+	}
+	p.keyWant[codec] = true
+	p.keyMu.Unlock()
 	if !p.keyReq.Swap(true) {
 		p.s.log.Debug("keyframe requested", "why", why)
 	}
@@ -244,7 +261,7 @@ func (p *pipeline) fanOut(f *encFrame) {
 		default:
 			sub.needKey = true
 			p.counters.dropped.Add(1)
-			p.requestKeyframe("a viewer fell behind")
+			p.requestKeyframe(sub.codec, "a viewer fell behind")
 		}
 	}
 }

@@ -149,10 +149,15 @@ func TestVideoVP8(t *testing.T) {
 	}
 
 	// An H.264 viewer beside it: both codecs are encoded, each viewer gets
-	// its own.
+	// its own, and the keyframe the newcomer asks for is H.264's alone.
 	a := join(t, e, clientOptions{})
 	if f := a.waitFrame(10 * time.Second); len(f.nals) == 0 || !f.has(5) {
 		t.Fatalf("the H.264 viewer's first frame has NAL types %v, want an IDR", f.types())
+	}
+	for _, f := range v.collect(settled) {
+		if hd, err := codec.ParseVP8Header(f.vp8); err != nil || hd.Key {
+			t.Errorf("the VP8 viewer got header %+v, %v when an H.264 viewer joined: want no keyframe", hd, err)
+		}
 	}
 	if err := p.Fill(300, 300, 100, 100, 0x00ff00); err != nil {
 		t.Fatal(err)
