@@ -52,10 +52,12 @@ type Config struct {
 	// FPS is the most frames per second sent (1..60). Frames are only
 	// captured and encoded when the screen changed.
 	FPS int
-	// BitrateKbps is the H.264 target bitrate in kbit/s (100..100000).
+	// BitrateKbps is the video's target bitrate in kbit/s (100..100000),
+	// whichever codec a viewer gets.
 	BitrateKbps int
-	// Preset is the x264 speed preset (ultrafast, superfast, veryfast,
-	// faster, fast, medium); empty means DefaultPreset.
+	// Preset is the x264 speed preset for H.264 (ultrafast, superfast,
+	// veryfast, faster, fast, medium); empty means DefaultPreset. VP8 runs
+	// at libvpx's own real-time speed.
 	Preset string
 	// ICEServers are STUN/TURN URLs given to browsers and used by the
 	// server: "stun:host:3478", "turn:user:password@host:3478?transport=udp".
@@ -77,7 +79,7 @@ type Config struct {
 	// Logger receives lifecycle messages; nil means the display's logger.
 	Logger *slog.Logger
 	// VideoWidth and VideoHeight are the size of the video sent; zero means
-	// the screen's (rounded down to even numbers, as H.264 4:2:0 needs). A
+	// the screen's (rounded down to even numbers, as 4:2:0 video needs). A
 	// smaller video saves bandwidth and CPU; input is mapped back exactly.
 	VideoWidth, VideoHeight int
 	// KeyframeInterval is the least time between two IDR frames requested by

@@ -1,5 +1,6 @@
 // Package stream serves one X display to people in the browser over WebRTC:
-// the screen encoded once as H.264 and fanned out to every viewer, input from
+// the screen encoded once per codec in use (H.264, or VP8 for browsers
+// without it) and fanned out to every viewer of that codec, input from
 // a data channel executed through hci with source "human", a text clipboard
 // both ways, and the hand-over of control between people and the agent.
 //
