@@ -20,8 +20,9 @@ import (
 
 // ExportOptions choose the format and the episodes of an export.
 type ExportOptions struct {
-	// Format is "parquet" (default), "jsonl" (the same rows) or "agentnet"
-	// (one AgentNet/OpenCUA trajectory per episode, see agentnet.go).
+	// Format is "parquet" (default), "jsonl" (the same rows), "agentnet"
+	// (one AgentNet/OpenCUA trajectory per episode, see agentnet.go) or
+	// "lerobot" (a LeRobot v3 dataset directory at out, see lerobot.go).
 	Format string
 	// TaskID, Source (human, agent, mixed) and Outcome (success, failure)
 	// keep only the episodes that match; empty keeps all.
@@ -153,9 +154,9 @@ func (o *Outcome) Succeeded() bool {
 
 func (opt ExportOptions) check() error {
 	switch opt.Format {
-	case "", "parquet", "jsonl", "agentnet":
+	case "", "parquet", "jsonl", "agentnet", "lerobot":
 	default:
-		return fmt.Errorf("format %q is not known: use parquet, jsonl or agentnet", opt.Format)
+		return fmt.Errorf("format %q is not known: use parquet, jsonl, agentnet or lerobot", opt.Format)
 	}
 	switch opt.Source {
 	case "", "human", "agent", "mixed":
@@ -214,6 +215,9 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 	}
 	if opt.Format == "" {
 		opt.Format = "parquet"
+	}
+	if opt.Format == "lerobot" {
+		return leRobotExport(ctx, root, out, opt)
 	}
 	dirs, err := FindEpisodes(root)
 	if err != nil {
