@@ -16,18 +16,20 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("deskenv export", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var opt record.ExportOptions
-	fs.StringVar(&opt.Format, "format", "parquet", "parquet (Hugging Face datasets loads it as it is, images inside), jsonl (the same rows, images as paths) or agentnet (one AgentNet/OpenCUA trajectory per episode, actions as pyautogui code)")
-	out := fs.String("out", "", "the file to write, e.g. data/train.parquet; a dataset card README.md is written beside it (required)")
+	fs.StringVar(&opt.Format, "format", "parquet", "parquet (Hugging Face datasets loads it as it is, images inside), jsonl (the same rows, images as paths) agentnet (one AgentNet/OpenCUA trajectory per episode, actions as pyautogui code) or lerobot (a LeRobot v3 dataset directory: parquet rows and the recorded video as MP4; needs ffmpeg)")
+	out := fs.String("out", "", "the file to write, e.g. data/train.parquet, with a dataset card README.md beside it; for lerobot a new or empty directory (required)")
 	fs.StringVar(&opt.TaskID, "task", "", "only episodes of this task id")
 	fs.StringVar(&opt.Source, "source", "", "only episodes by this source: human, agent or mixed")
 	fs.StringVar(&opt.Outcome, "outcome", "", "only episodes with this outcome: success or failure")
 	fs.StringVar(&opt.Review, "review", "", "only episodes with this review status: accepted, rejected or unreviewed (comma-separated for several)")
 	fs.StringVar(&opt.Name, "name", "", "the dataset's name in its card (default: the output directory's name)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet] [--task ID] [--source human|agent|mixed] [--outcome success|failure] [--review accepted|rejected|unreviewed] EPISODES_DIR
+		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet|lerobot] [--task ID] [--source human|agent|mixed] [--outcome success|failure] [--review accepted|rejected|unreviewed] EPISODES_DIR
 
 Writes one row per recorded step of every episode under EPISODES_DIR (as recorded with
---episodes), and a dataset card README.md beside FILE. Progress goes to stderr.
+--episodes), and a dataset card README.md beside FILE. With --format lerobot, FILE is a
+directory that receives a LeRobot v3 dataset (meta/, data/, videos/ and the card).
+Progress goes to stderr.
 
 Flags:
 `)
