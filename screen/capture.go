@@ -55,7 +55,9 @@ type Capturer struct {
 	shmBuf []byte
 	w, h   int
 	closed bool
-	warned bool
+	// fixesGen is the generation XFIXES was set up on (Pointer).
+	fixesGen uint64
+	warned   bool
 }
 
 // NewCapturer prepares capture on d. The shared-memory segment is made on the

@@ -39,6 +39,10 @@ type ShooterOptions struct {
 	// ModelW and ModelH are the size screenshots are scaled to; zero means
 	// the screen's size.
 	ModelW, ModelH int
+	// Pointer draws the mouse pointer into screenshots and zooms, as the
+	// reference tool's screenshots (scrot -p) show it. A pointer that
+	// cannot be read (no XFIXES) is left out, never an error.
+	Pointer bool
 }
 
 // Shooter makes model-space screenshots: capture, scale, encode, with the last
@@ -83,7 +87,7 @@ func (s *Shooter) Encodes() int64 { return s.encodes.Load() }
 func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
+	if err := s.capture(ctx); err != nil {
 		return Shot{}, err
 	}
 	w, h := s.opt.ModelW, s.opt.ModelH
@@ -111,7 +115,7 @@ func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 func (s *Shooter) Zoom(ctx context.Context, r image.Rectangle) (Shot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
+	if err := s.capture(ctx); err != nil {
 		return Shot{}, err
 	}
 	bounds := image.Rect(0, 0, s.frame.Width, s.frame.Height)
@@ -125,6 +129,24 @@ func (s *Shooter) Zoom(ctx context.Context, r image.Rectangle) (Shot, error) {
 	shot.Hash = s.frame.Hash
 	shot.Changed = true
 	return shot, nil
+}
+
+// capture grabs the screen into s.frame, with the pointer drawn in when
+// the options ask for it. Called with s.mu held.
+func (s *Shooter) capture(ctx context.Context) error {
+	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
+		return err
+	}
+	if !s.opt.Pointer {
+		return nil
+	}
+	p, err := s.c.Pointer(ctx)
+	if err != nil {
+		return nil // a screenshot without the pointer beats none
+	}
+	p.DrawOn(&s.frame)
+	s.frame.Hash = p.mix(s.c.seed, s.frame.Hash)
+	return nil
 }
 
 func (s *Shooter) encode(f *Frame) (Shot, error) {
