@@ -324,34 +324,15 @@ func (a *Desktop) Handler() http.Handler {
 // agents, the stream's signalling, and the control plane and recorder for
 // operators. The door checks tokens, origins and body sizes for all of them.
 func (a *Desktop) register(d *auth.Door) {
-	// The page itself is public code; what it connects to is not. Its URL
-	// carries ?token=, which the page hands to the websocket.
-	d.Handle("/", auth.Policy{Public: true}, web.Handler())
-	// MCP's streamable HTTP: POST calls (a body up to the limit), a GET
-	// event stream and DELETE of a session; the token only in the header.
-	d.Handle("/mcp", auth.Policy{Roles: []auth.Role{auth.RoleAgent}, Stream: true}, a.mcp.Handler())
+	web.Register(d)
+	a.mcp.Register(d)
 	if a.stream != nil {
-		d.Handle("/stream/signal", auth.Policy{Roles: []auth.Role{auth.RoleViewer}, URLToken: true, Stream: true},
-			a.stream.SignalHandler(viewerRole))
+		a.stream.Register(d)
 	}
 	a.control.Register(d)
 	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	// More specific than the control plane's /api/.
-	d.Mount(a.rec.Routes()...)
-}
-
-// viewerRole tells the stream who is connecting, from the role the door let
-// in: operators (and everyone in local mode) may take control; viewer tokens
-// watch only. The door already refused agents' tokens (MCP alone).
-func viewerRole(r *http.Request) (role string, viewOnly bool, err error) {
-	switch role0 := auth.RoleFrom(r.Context()); role0 {
-	case auth.RoleOperator, auth.RoleLocal:
-		return "operator", false, nil
-	case auth.RoleViewer:
-		return "viewer", true, nil
-	default:
-		return "", false, fmt.Errorf("a %s token cannot watch the desktop: use a viewer or operator token", role0)
-	}
+	a.rec.Register(d)
 }
 
 // Close stops everything in the reverse order it was started.

@@ -236,26 +236,15 @@ func TestBrowserDemoReplays(t *testing.T) {
 	home := sessionHome(t)
 	st := startStack(ctx, t, home, tasks)
 	episodes := t.TempDir()
-	rec, err := record.New(episodes, st.exec, st.shooter, st.capt, record.Options{
-		Current: func() (record.EpisodeInfo, bool) {
-			ep := st.ctl.Current()
-			if ep == nil {
-				return record.EpisodeInfo{}, false
-			}
-			return record.EpisodeInfo{ID: ep.ID, TaskID: ep.TaskID, Instruction: ep.Instruction, Source: "human"}, true
-		},
-	})
+	// The wiring the appliance does: the recorder follows the control
+	// plane on the lifecycle bus, so the page's record button records the
+	// running episode, and the episode's end stops its recording with the
+	// task's reward.
+	rec, err := record.New(episodes, st.exec, st.shooter, st.capt, record.Options{Lifecycle: st.lc})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rec.Close()
-	// The wiring cmd does: an episode's end stops its recording with the
-	// task's reward.
-	st.ctl.OnEpisodeEnd(func(ep control.Episode) {
-		if _, err := rec.StopEpisode(context.Background(), ep.ID, outcomeOf(ep)); err != nil {
-			t.Logf("stop recording: %v", err)
-		}
-	})
 
 	ep, err := st.ctl.Reset(ctx, control.ResetRequest{TaskID: "hello-file"})
 	if err != nil {
@@ -302,6 +291,12 @@ func TestBrowserDemoReplays(t *testing.T) {
 	}
 	if ended.Reward == nil || *ended.Reward != 1 {
 		t.Fatalf("the demo scored %v, want 1: %+v", ended.Reward, ended.Reasons)
+	}
+	// The recorder hears the end on the lifecycle bus and stops.
+	for deadline := time.Now().Add(30 * time.Second); rec.Status().Recording; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the recording did not stop when its episode ended")
+		}
 	}
 
 	got, err := record.Open(recEp.Dir())
@@ -360,14 +355,6 @@ func TestBrowserDemoReplays(t *testing.T) {
 	if strings.Contains(string(out), "DIVERGED") || !strings.Contains(string(out), "observations match") {
 		t.Errorf("the replayed screens differ from the recorded ones")
 	}
-}
-
-func outcomeOf(ep control.Episode) *record.Outcome {
-	o := &record.Outcome{Reward: ep.Reward, Success: ep.Success, Done: true}
-	for _, r := range ep.Reasons {
-		o.Reasons = append(o.Reasons, fmt.Sprintf("%s: %s", r.Check, r.Detail))
-	}
-	return o
 }
 
 // windowCentre finds a window by title with xdotool and returns its centre

@@ -11,6 +11,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/e2e/browser"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/task"
@@ -27,6 +28,7 @@ type stack struct {
 	shooter *screen.Shooter
 	ctl     *control.Control
 	srv     *httptest.Server
+	lc      *lifecycle.Bus // where the control plane and the recorder meet
 }
 
 func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Task) *stack {
@@ -53,7 +55,9 @@ func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Ta
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	ctl, err := control.New(d, ex, capt, shooter, tasks, nil, control.Config{Mode: control.ModeSim, Home: home})
+	lc := lifecycle.NewBus()
+	t.Cleanup(func() { lc.Close() })
+	ctl, err := control.New(d, ex, capt, shooter, tasks, nil, control.Config{Mode: control.ModeSim, Home: home, Lifecycle: lc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,7 @@ func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Ta
 	mux.Handle("/", web.Handler())
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return &stack{d: d, exec: ex, capt: capt, shooter: shooter, ctl: ctl, srv: srv}
+	return &stack{d: d, exec: ex, capt: capt, shooter: shooter, ctl: ctl, srv: srv, lc: lc}
 }
 
 func startDriver(ctx context.Context, t *testing.T) *browser.Driver {
