@@ -126,3 +126,48 @@ func TestDialContextStoppedServer(t *testing.T) {
 		t.Error("DialContext with no display name succeeded")
 	}
 }
+
+// TestFollowerDropEvents changes the keyboard map far more often than xgb's
+// event queue holds: a Follower that drops its events keeps answering, as
+// the capturer and task checks, which read none, need it to.
+func TestFollowerDropEvents(t *testing.T) {
+	needXvfb(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	f := d.Follow(DropEvents)
+	defer f.Close()
+	c, _, err := f.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := xproto.Setup(c).MaxKeycode // the last keycode is unused on Xvfb's default map
+	km, err := xproto.GetKeyboardMapping(c, code, 1).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Aside: with its events unread, the server stops reading the
+	// connection too, and the requests themselves block.
+	answered := make(chan error, 1)
+	go func() {
+		syms := make([]xproto.Keysym, km.KeysymsPerKeycode)
+		for i := range 6000 {
+			syms[0] = xproto.Keysym(0x1000000 + 0x4e00 + i%100)
+			xproto.ChangeKeyboardMapping(c, 1, code, km.KeysymsPerKeycode, syms)
+		}
+		_, err := xproto.GetInputFocus(c).Reply()
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("the connection fails after 6000 keyboard-map changes: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the connection stopped answering after 6000 keyboard-map changes: its events were not drained")
+	}
+}
