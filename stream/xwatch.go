@@ -113,7 +113,7 @@ func (w *xwatch) run(x *xstate, changed <-chan struct{}) {
 		}
 		if err == nil && x != nil {
 			w.watch(x)
-		} else if err != nil {
+		} else if err != nil && !errors.Is(err, display.ErrFollowerClosed) {
 			w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
 		}
 		// Wait for a new server, or retry a little later.
