@@ -4,8 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xprobe"
@@ -37,5 +42,64 @@ func TestServe(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if string(b) != "here" {
 		t.Errorf("served %q, want %q", b, "here")
+	}
+}
+
+// A seeded home lists the same twice, and any change to it (content, mode,
+// a new file, a touched time) shows in its listing.
+func TestSeedHomeAndTreeOf(t *testing.T) {
+	home := SeedHome(t)
+	want := TreeOf(t, home)
+	if again := TreeOf(t, home); again != want {
+		t.Fatalf("two listings of one tree differ:\n%s\n%s", again, want)
+	}
+	for _, line := range []string{"latest Lrwxrwxrwx -> Documents/report.md", "notes.txt -rw------- size=6 mtime=1704164645000000000 \"hello\\n\""} {
+		if !strings.Contains(want, line) {
+			t.Errorf("the seeded home's listing lacks %q:\n%s", line, want)
+		}
+	}
+	changes := []struct {
+		name   string
+		change func(t *testing.T, home string)
+	}{
+		{"content", func(t *testing.T, home string) { WriteFile(t, filepath.Join(home, "notes.txt"), "HELLO\n", 0o600) }},
+		{"mode", func(t *testing.T, home string) { os.Chmod(filepath.Join(home, "notes.txt"), 0o644) }},
+		{"new file in a new directory", func(t *testing.T, home string) { WriteFile(t, filepath.Join(home, "a", "b.txt"), "", 0o644) }},
+		{"time", func(t *testing.T, home string) {
+			now := time.Now()
+			os.Chtimes(filepath.Join(home, "Documents"), now, now)
+		}},
+	}
+	for _, c := range changes {
+		t.Run(c.name, func(t *testing.T) {
+			home := SeedHome(t)
+			if got := TreeOf(t, home); got != want {
+				t.Fatalf("two seeded homes differ:\n%s\n%s", got, want)
+			}
+			c.change(t, home)
+			if TreeOf(t, home) == want {
+				t.Errorf("the listing did not change")
+			}
+		})
+	}
+}
+
+// A detached process runs in a session of its own, on the display's
+// environment, and WaitFor sees it come up.
+func TestSpawnDetachedAndWaitFor(t *testing.T) {
+	NeedTools(t, "sh")
+	d := Display(t, display.Config{Width: 320, Height: 240})
+	dir := t.TempDir()
+	cmd := SpawnDetached(t, d, "sh", "-c", `echo "$DISPLAY" > "$0/display"; exec sleep 300`, dir)
+	WaitFor(t, "the detached shell to write its DISPLAY", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "display"))
+		return strings.TrimSpace(string(b)) == d.Name()
+	})
+	sid, err := unix.Getsid(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sid != cmd.Process.Pid {
+		t.Errorf("the detached process is in session %d, want its own (%d)", sid, cmd.Process.Pid)
 	}
 }
