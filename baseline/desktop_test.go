@@ -14,63 +14,23 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
-
-func needTools(t testing.TB, tools ...string) {
-	t.Helper()
-	for _, tool := range append([]string{"Xvfb"}, tools...) {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required for these tests (run scripts/install-deps.sh): %v", tool, err)
-		}
-	}
-}
 
 // startSession starts a display with openbox and one xterm, the default
 // session, with home as the desktop user's home.
 func startSession(t testing.TB, home string) *display.Display {
 	t.Helper()
-	needTools(t, "openbox", "xterm")
-	d, err := display.Start(context.Background(), display.Config{
+	testrig.NeedTools(t, "openbox", "xterm")
+	return testrig.Display(t, display.Config{
 		Width: 1024, Height: 768, Home: home,
 		WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}},
-		Logger: slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
-// spawnDetached starts argv on d the way a task or an agent's shell might:
-// in its own session, so killing the session's process groups misses it.
-func spawnDetached(t testing.TB, d *display.Display, argv ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = d.Env()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go cmd.Wait()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	return cmd
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestDesktopRestore(t *testing.T) {
 	ctx := context.Background()
-	home := seedHome(t)
+	home := testrig.SeedHome(t)
 	d := startSession(t, home)
 	// The session's windows first, then the snapshot of the home the
 	// started session has written to.
@@ -78,7 +38,7 @@ func TestDesktopRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := treeOf(t, b.Home().Dir())
+	want := testrig.TreeOf(t, b.Home().Dir())
 	if got := ClassKey(b.Windows()); got != "xterm/XTerm" {
 		t.Fatalf("baseline windows %q, want one xterm", got)
 	}
@@ -94,16 +54,16 @@ func TestDesktopRestore(t *testing.T) {
 	}
 	messes := []mess{
 		{"detached windows", func(t *testing.T) func(t *testing.T) {
-			spawnDetached(t, d, "xterm", "-class", "Stray", "-e", "sleep", "300")
-			spawnDetached(t, d, "xterm", "-class", "Stray2", "-e", "sh", "-c", "sleep 300")
-			waitFor(t, "the stray windows", func() bool {
+			testrig.SpawnDetached(t, d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+			testrig.SpawnDetached(t, d, "xterm", "-class", "Stray2", "-e", "sh", "-c", "sleep 300")
+			testrig.WaitFor(t, "the stray windows", func() bool {
 				ws, _ := x.windows()
 				return strings.Count(ClassKey(ws), "Stray") == 2
 			})
 			return nil
 		}},
 		{"background process without a window", func(t *testing.T) func(t *testing.T) {
-			cmd := spawnDetached(t, d, "sh", "-c", "exec sleep 300")
+			cmd := testrig.SpawnDetached(t, d, "sh", "-c", "exec sleep 300")
 			return func(t *testing.T) {
 				if alive(cmd.Process.Pid) {
 					t.Errorf("a background process of the desktop (pid %d) survived the reset", cmd.Process.Pid)
@@ -111,20 +71,20 @@ func TestDesktopRestore(t *testing.T) {
 			}
 		}},
 		{"files in home", func(t *testing.T) func(t *testing.T) {
-			writeFile(t, filepath.Join(home, "agent-was-here.txt"), "x", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "agent-was-here.txt"), "x", 0o644)
 			os.Remove(filepath.Join(home, "notes.txt"))
-			writeFile(t, filepath.Join(home, "Documents", "report.md"), "rewritten", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "Documents", "report.md"), "rewritten", 0o644)
 			return nil
 		}},
 		{"clipboard", func(t *testing.T) func(t *testing.T) {
-			needTools(t, "xclip")
+			testrig.NeedTools(t, "xclip")
 			c := exec.Command("xclip", "-selection", "clipboard")
 			c.Env = d.Env()
 			c.Stdin = strings.NewReader("secret answer")
 			if err := c.Run(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "xclip to own CLIPBOARD", func() bool { return x.selectionOwner("CLIPBOARD") != 0 })
+			testrig.WaitFor(t, "xclip to own CLIPBOARD", func() bool { return x.selectionOwner("CLIPBOARD") != 0 })
 			return func(t *testing.T) {
 				if o := x.selectionOwner("CLIPBOARD"); o != 0 {
 					t.Errorf("CLIPBOARD still owned by window 0x%x after the reset", o)
@@ -136,7 +96,7 @@ func TestDesktopRestore(t *testing.T) {
 			mark := x.atom("TEST_MARK")
 			xproto.ChangeProperty(x.conn, xproto.PropModeReplace, x.root, mark, xproto.AtomString, 8, 4, []byte("here"))
 			x.warp(px+100, py+50)
-			waitFor(t, "the mark and the pointer", func() bool {
+			testrig.WaitFor(t, "the mark and the pointer", func() bool {
 				props, _ := x.rootProps()
 				nx, ny, _ := x.pointer()
 				return props[mark].data != nil && nx == px+100 && ny == py+50
@@ -158,7 +118,7 @@ func TestDesktopRestore(t *testing.T) {
 			for _, pid := range d.SessionPIDs()[1:] {
 				syscall.Kill(-pid, syscall.SIGKILL)
 			}
-			waitFor(t, "the xterm to go", func() bool {
+			testrig.WaitFor(t, "the xterm to go", func() bool {
 				ws, _ := x.windows()
 				return !strings.Contains(ClassKey(ws), "xterm/XTerm")
 			})
@@ -179,7 +139,7 @@ func TestDesktopRestore(t *testing.T) {
 			if got := ClassKey(ws); got != "xterm/XTerm" {
 				t.Errorf("windows now %q, want one xterm", got)
 			}
-			if got := treeOf(t, home); got != want {
+			if got := testrig.TreeOf(t, home); got != want {
 				t.Errorf("home differs from the baseline:\n%s\nwant:\n%s", got, want)
 			}
 			if check != nil {
@@ -194,8 +154,8 @@ func TestDesktopRestore(t *testing.T) {
 func TestDesktopProcessesScope(t *testing.T) {
 	d := startSession(t, t.TempDir())
 	other := startSession(t, t.TempDir())
-	mine := spawnDetached(t, d, "sleep", "300")
-	theirs := spawnDetached(t, other, "sleep", "300")
+	mine := testrig.SpawnDetached(t, d, "sleep", "300")
+	theirs := testrig.SpawnDetached(t, other, "sleep", "300")
 	got := map[int]bool{}
 	for _, p := range desktopProcesses(d.Name(), -1, nil) {
 		got[p] = true

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // TestBaselineOutOfSessionReach: a baseline taken into a temporary directory
@@ -14,7 +16,7 @@ import (
 // change it.
 func TestBaselineOutOfSessionReach(t *testing.T) {
 	ctx := context.Background()
-	home := seedHome(t)
+	home := testrig.SeedHome(t)
 	b, _, err := NewHome(ctx, home, "")
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +40,7 @@ func TestRestoreKeepsOwner(t *testing.T) {
 		t.Skip("needs root: the files must belong to another user than the one restoring them")
 	}
 	ctx := context.Background()
-	home := seedHome(t)
+	home := testrig.SeedHome(t)
 	const uid, gid = 54321, 54321
 	filepath.Walk(home, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, uid, gid) })
 	b, _, err := NewHome(ctx, home, "")
@@ -47,7 +49,7 @@ func TestRestoreKeepsOwner(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(b.Dir())) })
 	os.RemoveAll(filepath.Join(home, "notes.txt"))
-	writeFile(t, filepath.Join(home, "new.txt"), "x", 0o644)
+	testrig.WriteFile(t, filepath.Join(home, "new.txt"), "x", 0o644)
 	if _, err := b.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}

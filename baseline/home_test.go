@@ -3,83 +3,14 @@ package baseline
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
-
-// treeOf describes every entry under root: type, mode, size, mtime, link
-// target and content, one line per path, so two trees compare as strings.
-func treeOf(t testing.TB, root string) string {
-	t.Helper()
-	var lines []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		line := fmt.Sprintf("%s %s", rel, fi.Mode())
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			l, _ := os.Readlink(p)
-			line += " -> " + l
-		case fi.Mode().IsRegular():
-			b, _ := os.ReadFile(p)
-			line += fmt.Sprintf(" size=%d mtime=%d %q", fi.Size(), fi.ModTime().UnixNano(), b)
-		case fi.IsDir():
-			line += fmt.Sprintf(" mtime=%d", fi.ModTime().UnixNano())
-		}
-		lines = append(lines, line)
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("walk %s: %v", root, err)
-	}
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
-}
-
-func writeFile(t testing.TB, p, content string, mode os.FileMode) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// seedHome builds a small home like a desktop user's.
-func seedHome(t testing.TB) string {
-	home := filepath.Join(t.TempDir(), "home")
-	writeFile(t, filepath.Join(home, ".bashrc"), "export PS1='$ '\n", 0o644)
-	writeFile(t, filepath.Join(home, "notes.txt"), "hello\n", 0o600)
-	writeFile(t, filepath.Join(home, "Documents", "report.md"), "# report\n", 0o644)
-	writeFile(t, filepath.Join(home, ".config", "app", "settings.ini"), "[a]\nb=1\n", 0o644)
-	if err := os.Symlink("Documents/report.md", filepath.Join(home, "latest")); err != nil {
-		t.Fatal(err)
-	}
-	old := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
-	filepath.WalkDir(home, func(p string, d fs.DirEntry, err error) error {
-		if d.Type()&fs.ModeSymlink == 0 {
-			os.Chtimes(p, old, old)
-		}
-		return nil
-	})
-	for _, d := range []string{".config/app", ".config", "Documents", ""} {
-		os.Chtimes(filepath.Join(home, d), old, old)
-	}
-	return home
-}
 
 func TestBaselineRestore(t *testing.T) {
 	cases := []struct {
@@ -88,9 +19,9 @@ func TestBaselineRestore(t *testing.T) {
 	}{
 		{"nothing changed", func(t *testing.T, home string) {}},
 		{"new files and directories", func(t *testing.T, home string) {
-			writeFile(t, filepath.Join(home, "junk.txt"), "junk", 0o644)
-			writeFile(t, filepath.Join(home, "deep", "er", "x.bin"), "x", 0o644)
-			writeFile(t, filepath.Join(home, ".config", "app", "cache.db"), "c", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "junk.txt"), "junk", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "deep", "er", "x.bin"), "x", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, ".config", "app", "cache.db"), "c", 0o644)
 		}},
 		{"deleted files and directories", func(t *testing.T, home string) {
 			os.Remove(filepath.Join(home, "notes.txt"))
@@ -98,13 +29,13 @@ func TestBaselineRestore(t *testing.T) {
 			os.Remove(filepath.Join(home, "latest"))
 		}},
 		{"changed content", func(t *testing.T, home string) {
-			writeFile(t, filepath.Join(home, "notes.txt"), "overwritten with longer text\n", 0o600)
-			writeFile(t, filepath.Join(home, "Documents", "report.md"), "# REPORT\n", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "notes.txt"), "overwritten with longer text\n", 0o600)
+			testrig.WriteFile(t, filepath.Join(home, "Documents", "report.md"), "# REPORT\n", 0o644)
 		}},
 		{"same size and forged mtime", func(t *testing.T, home string) {
 			p := filepath.Join(home, "notes.txt")
 			fi, _ := os.Stat(p)
-			writeFile(t, p, "HELLO\n", 0o600)
+			testrig.WriteFile(t, p, "HELLO\n", 0o600)
 			os.Chtimes(p, fi.ModTime(), fi.ModTime())
 		}},
 		{"changed modes", func(t *testing.T, home string) {
@@ -114,14 +45,14 @@ func TestBaselineRestore(t *testing.T) {
 		{"type swaps", func(t *testing.T, home string) {
 			os.Remove(filepath.Join(home, "notes.txt"))
 			os.Mkdir(filepath.Join(home, "notes.txt"), 0o755)
-			writeFile(t, filepath.Join(home, "notes.txt", "inner"), "i", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "notes.txt", "inner"), "i", 0o644)
 			os.RemoveAll(filepath.Join(home, "Documents"))
-			writeFile(t, filepath.Join(home, "Documents"), "now a file", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "Documents"), "now a file", 0o644)
 			os.Remove(filepath.Join(home, "latest"))
 			os.Symlink("/etc/passwd", filepath.Join(home, "latest"))
 		}},
 		{"unreadable new directory", func(t *testing.T, home string) {
-			writeFile(t, filepath.Join(home, "locked", "secret"), "s", 0o644)
+			testrig.WriteFile(t, filepath.Join(home, "locked", "secret"), "s", 0o644)
 			os.Chmod(filepath.Join(home, "locked"), 0o000)
 		}},
 		{"fifo", func(t *testing.T, home string) {
@@ -131,8 +62,8 @@ func TestBaselineRestore(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
-			home := seedHome(t)
-			want := treeOf(t, home)
+			home := testrig.SeedHome(t)
+			want := testrig.TreeOf(t, home)
 			b, st, err := NewHome(ctx, home, filepath.Join(t.TempDir(), "baseline"))
 			if err != nil {
 				t.Fatal(err)
@@ -140,7 +71,7 @@ func TestBaselineRestore(t *testing.T) {
 			if st.Files != 4 || st.Links != 1 {
 				t.Errorf("snapshot copied %d files and %d links, want 4 and 1", st.Files, st.Links)
 			}
-			if got := treeOf(t, b.Dir()); got != want {
+			if got := testrig.TreeOf(t, b.Dir()); got != want {
 				t.Fatalf("baseline differs from home:\n%s\nwant:\n%s", got, want)
 			}
 			// Twice: the second restore starts from what the first left.
@@ -150,7 +81,7 @@ func TestBaselineRestore(t *testing.T) {
 				if err != nil {
 					t.Fatalf("round %d: restore: %v", round, err)
 				}
-				if got := treeOf(t, home); got != want {
+				if got := testrig.TreeOf(t, home); got != want {
 					t.Fatalf("round %d: home after restore:\n%s\nwant:\n%s\n(stats %+v)", round, got, want, rs)
 				}
 			}
@@ -160,7 +91,7 @@ func TestBaselineRestore(t *testing.T) {
 
 func TestBaselineUntouchedCostsNoWrites(t *testing.T) {
 	ctx := context.Background()
-	home := seedHome(t)
+	home := testrig.SeedHome(t)
 	b, _, err := NewHome(ctx, home, "")
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +104,7 @@ func TestBaselineUntouchedCostsNoWrites(t *testing.T) {
 	if rs.Removed+rs.Rewrote+rs.Created+rs.Fixed != 0 || rs.Bytes != 0 {
 		t.Errorf("restore of an untouched home did work: %+v", rs)
 	}
-	writeFile(t, filepath.Join(home, "notes.txt"), "changed", 0o600)
+	testrig.WriteFile(t, filepath.Join(home, "notes.txt"), "changed", 0o600)
 	rs, err = b.Restore(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -185,30 +116,30 @@ func TestBaselineUntouchedCostsNoWrites(t *testing.T) {
 
 func TestBaselineShippedDirectory(t *testing.T) {
 	ctx := context.Background()
-	shipped := seedHome(t)
-	want := treeOf(t, shipped)
+	shipped := testrig.SeedHome(t)
+	want := testrig.TreeOf(t, shipped)
 	home := filepath.Join(t.TempDir(), "home")
-	writeFile(t, filepath.Join(home, "leftover"), "from a previous run", 0o644)
+	testrig.WriteFile(t, filepath.Join(home, "leftover"), "from a previous run", 0o644)
 	b, _, err := NewHome(ctx, home, shipped)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if treeOf(t, shipped) != want {
+	if testrig.TreeOf(t, shipped) != want {
 		t.Fatal("NewHome changed a shipped baseline")
 	}
 	if _, err := b.Restore(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := treeOf(t, home); got != want {
+	if got := testrig.TreeOf(t, home); got != want {
 		t.Fatalf("home after the first restore from a shipped baseline:\n%s\nwant:\n%s", got, want)
 	}
 }
 
 func TestBaselineBadInput(t *testing.T) {
 	ctx := context.Background()
-	home := seedHome(t)
+	home := testrig.SeedHome(t)
 	file := filepath.Join(t.TempDir(), "file")
-	writeFile(t, file, "x", 0o644)
+	testrig.WriteFile(t, file, "x", 0o644)
 	cases := []struct {
 		name, home, dir, want string
 	}{
@@ -235,7 +166,7 @@ func BenchmarkBaselineRestore(b *testing.B) {
 			ctx := context.Background()
 			home := filepath.Join(b.TempDir(), "home")
 			for i := 0; i < n; i++ {
-				writeFile(b, filepath.Join(home, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d.txt", i)), strings.Repeat("x", 1024), 0o644)
+				testrig.WriteFile(b, filepath.Join(home, fmt.Sprintf("d%02d", i%50), fmt.Sprintf("f%05d.txt", i)), strings.Repeat("x", 1024), 0o644)
 			}
 			base, _, err := NewHome(ctx, home, filepath.Join(b.TempDir(), "baseline"))
 			if err != nil {
