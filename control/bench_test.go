@@ -17,6 +17,7 @@ import (
 	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/screen"
 )
 
@@ -52,10 +53,10 @@ func BenchmarkReset(b *testing.B) {
 			// An episode's worth of mess, not timed: a stray window, files
 			// written and deleted, a held key.
 			b.StopTimer()
-			spawnDetached(b, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
-			writeFile(b, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
+			testrig.SpawnDetached(b, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+			testrig.WriteFile(b, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
 			r.exec.KeyDown(ctx, hci.Keysym(0xffe3), hci.SourceAgent) // Control_L
-			waitFor(b, "the stray window", func() bool { return strings.Contains(r.windowClasses(b), "Stray") })
+			testrig.WaitFor(b, "the stray window", func() bool { return strings.Contains(r.windowClasses(b), "Stray") })
 			b.StartTimer()
 			start := time.Now()
 			if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
@@ -67,8 +68,8 @@ func BenchmarkReset(b *testing.B) {
 	})
 
 	b.Run("process-restart", func(b *testing.B) {
-		needTools(b, "openbox", "xterm")
-		home := seedHome(b)
+		testrig.NeedTools(b, "openbox", "xterm")
+		home := testrig.SeedHome(b)
 		var ds []time.Duration
 		for i := 0; i < b.N; i++ {
 			start := time.Now()
@@ -93,9 +94,9 @@ func BenchmarkReset(b *testing.B) {
 	})
 
 	b.Run("full-restart", func(b *testing.B) {
-		needTools(b, "openbox", "xterm")
+		testrig.NeedTools(b, "openbox", "xterm")
 		ctx := context.Background()
-		home := seedHome(b)
+		home := testrig.SeedHome(b)
 		log := slog.New(slog.DiscardHandler)
 		var ds []time.Duration
 		for i := 0; i < b.N; i++ {

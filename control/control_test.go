@@ -20,6 +20,7 @@ import (
 
 	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/task"
 )
@@ -59,10 +60,10 @@ func (r *rig) inputDown(t testing.TB) (keys []int, buttons uint16) {
 }
 
 func TestResetRestoresBaseline(t *testing.T) {
-	needTools(t, "xclip", "xprop", "xrdb", "xdotool")
+	testrig.NeedTools(t, "xclip", "xprop", "xrdb", "xdotool")
 	r := newRig(t, rigOptions{mode: ModeSim})
 	ctx := context.Background()
-	want := treeOf(t, r.c.Baseline().Home().Dir())
+	want := testrig.TreeOf(t, r.c.Baseline().Home().Dir())
 	baseWindows := baseline.ClassKey(r.c.BaselineWindows())
 	if baseWindows != "xterm/XTerm" {
 		t.Fatalf("baseline windows %q, want the session's one xterm", baseWindows)
@@ -82,7 +83,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 		r.typeLine(t, "echo junk > ~/junk.txt; rm ~/notes.txt; mkdir -p ~/deep/er && echo x > ~/deep/er/f; chmod 700 ~/Documents; echo more >> ~/.bashrc")
 		r.typeLine(t, "printf secret | xclip -selection clipboard; (sleep 600 &)")
 		r.typeLine(t, "xprop -root -f AGENT_MARK 8s -set AGENT_MARK here; echo 'XTerm*background: red' | xrdb -merge; touch ~/x-done")
-		waitFor(t, "the agent's files and X changes", func() bool {
+		testrig.WaitFor(t, "the agent's files and X changes", func() bool {
 			_, err := os.Stat(filepath.Join(r.home, "x-done"))
 			return err == nil
 		})
@@ -90,7 +91,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 		if _, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{700, 500}}, hci.SourceAgent); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the agent's windows", func() bool {
+		testrig.WaitFor(t, "the agent's windows", func() bool {
 			k := r.windowClasses(t)
 			return strings.Contains(k, "Mess1") && strings.Contains(k, "Mess2") && x.selectionOwner("CLIPBOARD") != 0
 		})
@@ -101,7 +102,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 		if out, err := setDesktop.CombinedOutput(); err != nil {
 			t.Fatalf("xdotool set_desktop: %v %s", err, out)
 		}
-		waitFor(t, "the agent's X changes", func() bool {
+		testrig.WaitFor(t, "the agent's X changes", func() bool {
 			props, _ := x.rootProps()
 			return props[x.atom("AGENT_MARK")].data != nil && string(props[x.atom("_NET_CURRENT_DESKTOP")].data) != string(baseProps[x.atom("_NET_CURRENT_DESKTOP")].data)
 		})
@@ -120,7 +121,7 @@ func TestResetRestoresBaseline(t *testing.T) {
 		if err != nil {
 			t.Fatalf("round %d: reset: %v", round, err)
 		}
-		if got := treeOf(t, r.home); got != want {
+		if got := testrig.TreeOf(t, r.home); got != want {
 			t.Errorf("round %d: home after the reset:\n%s\nwant the baseline:\n%s", round, got, want)
 		}
 		if got := r.windowClasses(t); got != baseWindows {
@@ -284,7 +285,7 @@ func TestEpisodeLifecycle(t *testing.T) {
 // replays the task's solution over MCP (a real client to the real MCP server):
 // it must score 1, and the same task left undone must score 0 with reasons.
 func TestTasksScored(t *testing.T) {
-	needTools(t, "mousepad", "chromium")
+	testrig.NeedTools(t, "mousepad", "chromium")
 	ts := loadExampleTasks(t)
 	r := newRig(t, rigOptions{mode: ModeSim, tasks: ts, tools: true})
 	agent := mcpClient(t, r.mcp)

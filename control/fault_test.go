@@ -12,6 +12,7 @@ import (
 
 	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/task"
 )
@@ -46,18 +47,6 @@ func (r *rig) hasTitle(t testing.TB, title string) bool {
 		}
 	}
 	return false
-}
-
-// waitUntil polls cond until it holds or 30 s pass.
-func waitUntil(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestResetSurvivesItsClient cuts a reset's client 50 ms in, over each way
@@ -108,7 +97,7 @@ func TestResetSurvivesItsClient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			before := r.c.Current()
 			cut(t, tc.send)
-			waitUntil(t, "the cut reset's episode", func() bool {
+			testrig.WaitWithin(t, 30*time.Second, "the cut reset's episode", func() bool {
 				ep := r.c.Current()
 				return ep != nil && (before == nil || ep.ID != before.ID)
 			})
@@ -171,7 +160,7 @@ func TestXServerRestartInterruptsEpisode(t *testing.T) {
 	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the episode to be interrupted", func() bool { return r.c.Current() == nil })
+	testrig.WaitWithin(t, 30*time.Second, "the episode to be interrupted", func() bool { return r.c.Current() == nil })
 
 	var got Episode
 	if st := getJSON(t, r.srv.URL+"/api/episodes/"+ep.ID, "", &got); st != 200 {
@@ -196,7 +185,7 @@ func TestXServerRestartInterruptsEpisode(t *testing.T) {
 		t.Errorf("the lifecycle bus heard restarts %+v, want one saying the server was killed", rs)
 	}
 
-	waitUntil(t, "the X server's restart", func() bool {
+	testrig.WaitWithin(t, 30*time.Second, "the X server's restart", func() bool {
 		e := r.d.LastServerExit()
 		return e != nil && e.Restarted
 	})
@@ -245,7 +234,7 @@ func TestHealthNamesDeadSessionProcesses(t *testing.T) {
 				Details Faults `json:"details"`
 			}
 			var exit display.Exit
-			waitUntil(t, name+"'s restart in /health", func() bool {
+			testrig.WaitWithin(t, 30*time.Second, name+"'s restart in /health", func() bool {
 				getJSON(t, r.srv.URL+"/health?details=1", "", &health)
 				for _, e := range health.Details.Restarts {
 					if e.PID == pid && e.Restarted {
@@ -300,7 +289,7 @@ func TestHealthFailsWithoutWindowManager(t *testing.T) {
 		Details Faults `json:"details"`
 	}
 	var st int
-	waitUntil(t, "/health to fail", func() bool {
+	testrig.WaitWithin(t, 30*time.Second, "/health to fail", func() bool {
 		st = getJSON(t, r.srv.URL+"/health", "", &health)
 		return st != 200
 	})

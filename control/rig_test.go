@@ -1,10 +1,7 @@
 package control
 
 import (
-	"context"
-	"log/slog"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -16,6 +13,7 @@ import (
 	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/screen"
@@ -52,8 +50,8 @@ type rigOptions struct {
 
 func newRig(t testing.TB, o rigOptions) *rig {
 	t.Helper()
-	needTools(t, "openbox", "xterm")
-	home := seedHome(t)
+	testrig.NeedTools(t, "openbox", "xterm")
+	home := testrig.SeedHome(t)
 	apps := o.apps
 	if apps == nil {
 		apps = [][]string{{"xterm"}}
@@ -62,19 +60,12 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	if wm == nil {
 		wm = []string{"openbox"}
 	}
-	log := slog.New(slog.DiscardHandler)
-	if os.Getenv("DESKENV_TEST_LOG") != "" {
-		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	d, err := display.Start(context.Background(), display.Config{
+	log := testrig.Logger(t)
+	d := testrig.Display(t, display.Config{
 		Width: 1280, Height: 800, Home: home,
 		WindowManager: wm, Apps: apps, Logger: log,
 		RestartOnCrash: o.restart,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
 	space, err := hci.NewSpace(1280, 800, "auto")
 	if err != nil {
 		t.Fatal(err)
