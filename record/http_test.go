@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 )
 
@@ -20,7 +20,7 @@ func TestHTTP(t *testing.T) {
 	plane := fakePlane(t, lc, 0.5)
 	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Lifecycle: lc})
 	lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeStarted, Episode: lifecycle.Episode{ID: "ep-7", TaskID: "hello-file", Instruction: "make hello.txt"}})
-	waitFor(t, func() bool { return rec.cp.tieable("ep-7") })
+	testrig.WaitFor(t, "the recorder to learn that ep-7 started", func() bool { return rec.cp.tieable("ep-7") })
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
 	call := func(method, path, body string, hdr ...string) (int, map[string]any) {
@@ -126,15 +126,6 @@ func fakePlane(t *testing.T, lc *lifecycle.Bus, reward float64) *plane {
 	return p
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the recorder never saw the lifecycle event")
-		}
-	}
-}
-
 // TestStopOverridesTheChecker: a reward given beside end_episode is what
 // episode.json keeps (issue 13: the episode-end hook used to stop the
 // recording first and swallow it); the checker's reasons stay unless
@@ -146,7 +137,7 @@ func TestStopOverridesTheChecker(t *testing.T) {
 	fakePlane(t, lc, 0)
 	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Lifecycle: lc})
 	lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeStarted, Episode: lifecycle.Episode{ID: "ep-1", TaskID: "t"}})
-	waitFor(t, func() bool { return rec.cp.tieable("ep-1") })
+	testrig.WaitFor(t, "the recorder to learn that ep-1 started", func() bool { return rec.cp.tieable("ep-1") })
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
 	post := func(path, body string) (int, string) {

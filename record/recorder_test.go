@@ -19,6 +19,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/screen"
 )
@@ -34,13 +35,7 @@ type rig struct {
 
 func newRig(t testing.TB, w, h int, attach string) *rig {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, display.Config{Attach: attach, Width: w, Height: h, WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testrig.Display(t, display.Config{Attach: attach, Width: w, Height: h})
 	ex, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,12 +50,7 @@ func newRig(t testing.TB, w, h int, attach string) *rig {
 	sh := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	r := &rig{d: d, exec: ex, capt: capt, shooter: sh}
 	if attach == "" {
-		p, err := xprobe.Open(d.Name(), xprobe.Options{Background: 0x203040})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		r.probe = p
+		r.probe = testrig.Probe(t, d, xprobe.Options{Background: 0x203040})
 	}
 	return r
 }
