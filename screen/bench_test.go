@@ -12,25 +12,18 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // benchDesktop starts a 1280x800 desktop with real content: openbox and two
 // xterms full of text.
 func benchDesktop(b *testing.B, w, h int) *display.Display {
 	b.Helper()
-	for _, bin := range []string{"openbox", "xterm"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			b.Fatalf("%s is needed for the benchmark desktop (scripts/install-deps.sh): %v", bin, err)
-		}
-	}
-	d, err := display.Start(context.Background(), display.Config{Width: w, Height: h, Apps: [][]string{
+	testrig.NeedTools(b, "openbox", "xterm")
+	d := testrig.Display(b, display.Config{Width: w, Height: h, WindowManager: []string{"openbox"}, Apps: [][]string{
 		{"xterm", "-geometry", "120x40+0+0", "-e", "sh", "-c", "ls -la /usr/bin | head -200; exec sleep 600"},
 		{"xterm", "-geometry", "80x30+500+300", "-bg", "navy", "-fg", "yellow", "-e", "sh", "-c", "cat /etc/services; exec sleep 600"},
 	}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
 	time.Sleep(1500 * time.Millisecond) // let the terminals draw
 	return d
 }

@@ -20,17 +20,13 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
 func startDisplay(t testing.TB, w, h int) *display.Display {
 	t.Helper()
-	d, err := display.Start(context.Background(), display.Config{Width: w, Height: h, WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testrig.Display(t, display.Config{Width: w, Height: h, RestartOnCrash: true})
 }
 
 // paint opens a full-screen probe, fills it with bg and draws rects on it.
