@@ -176,10 +176,10 @@ func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg
 		server.WithToolHandlerMiddleware(s.withProgress),
 	)
 	s.mcp.AddTools(serverTools(s.listed(s.tools))...)
-	// The default session manager hands out session ids but accepts requests
-	// without one or with an unknown one, so clients that keep a session
-	// (mcp-remote, the TypeScript SDK) and clients that do not both work, and
-	// a restart of deskenv does not strand a connected host.
+	// The default session manager hands out session ids and refuses (404)
+	// a request after initialize that carries none or an unknown one;
+	// clients that keep no session at all, OpenEnv's production mode, are
+	// answered beside it by plainRPC (Handler, plain.go).
 	s.http = server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(s.log))
 	return s, nil
 }
@@ -313,15 +313,16 @@ func (s *Server) instructions() string {
 	return text
 }
 
-// Handler serves MCP over streamable HTTP. cmd/deskenv mounts it at /mcp;
-// it answers on any path it is mounted at.
-func (s *Server) Handler() http.Handler { return s.http }
+// Handler serves MCP over streamable HTTP, and OpenEnv's production-mode
+// JSON-RPC beside it (plain.go). cmd/deskenv mounts it at /mcp; it answers
+// on any path it is mounted at.
+func (s *Server) Handler() http.Handler { return plainRPC{mcp: s.mcp, next: s.http} }
 
 // Register puts MCP's streamable HTTP at /mcp behind the appliance's front
 // door d, for agents: POST calls (a body up to the door's limit), a GET
 // event stream and DELETE of a session; the token only in the header.
 func (s *Server) Register(d *auth.Door) {
-	d.Handle("/mcp", auth.Policy{Roles: []auth.Role{auth.RoleAgent}, Stream: true}, s.http)
+	d.Handle("/mcp", auth.Policy{Roles: []auth.Role{auth.RoleAgent}, Stream: true}, s.Handler())
 }
 
 // ServeStdio serves MCP over in and out (one JSON-RPC message per line) until
