@@ -323,8 +323,38 @@ func (c *Control) apiStats(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Control) openAPI(w http.ResponseWriter, r *http.Request) {
+	doc := openAPIDoc
+	if c.cfg.Mode != ModeSim {
+		doc = prodOpenAPI()
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPIDoc)
+	w.Write(doc)
+}
+
+// simOnlyPaths are the OpenAPI paths whose routes answer 404 in prod mode
+// (routes, prodOff); TestOpenEnvValidate holds the two lists together.
+func simOnlyPaths() []string {
+	return []string{"/api/reset", "/api/state", "/api/tasks", "/api/tasks/{id}", "/api/episodes/{id}/end", "/state", "/reset", "/step"}
+}
+
+// prodOpenAPI is the OpenAPI document without the routes prod mode does not
+// serve. OpenEnv's production servers leave /reset, /step and /state out of
+// theirs, and `openenv validate` tells the mode from those paths.
+func prodOpenAPI() []byte {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
+		return openAPIDoc // embedded and decoded by the tests: not reached
+	}
+	if paths, ok := doc["paths"].(map[string]any); ok {
+		for _, p := range simOnlyPaths() {
+			delete(paths, p)
+		}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return openAPIDoc
+	}
+	return b
 }
 
 // --- OpenEnv ---
