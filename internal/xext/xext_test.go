@@ -1,7 +1,6 @@
 package xext_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/jezek/xgb/xtest"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xext"
 )
 
@@ -19,11 +19,7 @@ import (
 // a pool does, under -race: the first Init per extension runs xgb's, the rest
 // must still be usable.
 func TestInitManyConnections(t *testing.T) {
-	d, err := display.Start(context.Background(), display.Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testrig.Display(t, display.Config{})
 	tests := []struct {
 		name string
 		init func(*xgb.Conn) error
