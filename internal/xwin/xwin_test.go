@@ -1,7 +1,6 @@
 package xwin_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xsel"
 	"github.com/deskenv/deskenv/internal/xwin"
 )
@@ -23,11 +23,7 @@ type desk struct {
 
 func newDesk(t *testing.T) *desk {
 	t.Helper()
-	d, err := display.Start(context.Background(), display.Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testrig.Display(t, display.Config{})
 	c, err := d.Dial()
 	if err != nil {
 		t.Fatal(err)
