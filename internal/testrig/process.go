@@ -1,6 +1,7 @@
 package testrig
 
 import (
+	"context"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -60,4 +61,33 @@ func WaitWithin(t testing.TB, limit time.Duration, what string, cond func() bool
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// WaitState is WaitWithin for a condition that can say what it saw: cond
+// returns whether it holds and the state it found, and a timeout prints the
+// last state, so a failure shows how far things got (who owned the
+// selection, which windows were up) rather than only that they did not.
+func WaitState(t testing.TB, limit time.Duration, what string, cond func() (ok bool, state string)) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s; last state: %s", what, limit, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Context is a context that ends after limit or when the test ends,
+// whichever comes first: the bound for one blocking call in a test, so a
+// hung X request or child fails the test instead of stalling the run.
+func Context(t testing.TB, limit time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	return ctx
 }

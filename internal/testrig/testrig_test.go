@@ -2,10 +2,13 @@ package testrig
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +104,61 @@ func TestSpawnDetachedAndWaitFor(t *testing.T) {
 	}
 	if sid != cmd.Process.Pid {
 		t.Errorf("the detached process is in session %d, want its own (%d)", sid, cmd.Process.Pid)
+	}
+}
+
+// fatalRecorder is a test that keeps its Fatalf message and ends the
+// goroutine calling it, as testing.T does, so a helper's failure can be read.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) {
+	r.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// WaitState returns once its condition holds, and when it never does it
+// fails with what was awaited and the last state the condition saw.
+func TestWaitState(t *testing.T) {
+	tries := 0
+	WaitState(t, Patience, "the third try", func() (bool, string) {
+		tries++
+		return tries == 3, fmt.Sprint("try ", tries)
+	})
+	if tries != 3 {
+		t.Errorf("WaitState returned after %d tries, want 3", tries)
+	}
+
+	r := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WaitState(r, 50*time.Millisecond, "a thing that never comes", func() (bool, string) { return false, "still nothing" })
+		r.msg = "WaitState returned although its condition never held"
+	}()
+	<-done
+	if want := "a thing that never comes did not happen within 50ms; last state: still nothing"; r.msg != want {
+		t.Errorf("WaitState failed with %q, want %q", r.msg, want)
+	}
+}
+
+// Context ends at its limit, and when its test ends if that comes first.
+func TestContext(t *testing.T) {
+	ctx := Context(t, time.Millisecond)
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("a context past its limit ended with %v, want the deadline", ctx.Err())
+	}
+	var inner context.Context
+	t.Run("inner", func(t *testing.T) {
+		inner = Context(t, time.Hour)
+		if inner.Err() != nil {
+			t.Fatalf("a fresh context has ended: %v", inner.Err())
+		}
+	})
+	if !errors.Is(inner.Err(), context.Canceled) {
+		t.Errorf("a context outlived its test: err %v, want canceled", inner.Err())
 	}
 }
