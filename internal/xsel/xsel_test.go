@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -18,53 +16,18 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 func startDisplay(t testing.TB, restart bool) *display.Display {
 	t.Helper()
-	for _, bin := range []string{"Xvfb", "xclip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is required for these tests (run scripts/install-deps.sh): %v", bin, err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, display.Config{
-		WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: restart,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
-func testCtx(t testing.TB, limit time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond until it holds or the test's patience runs out.
-func waitFor(t testing.TB, what string, limit time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s; last state: %s", what, limit, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testrig.NeedTools(t, "xclip")
+	return testrig.Display(t, display.Config{RestartOnCrash: restart})
 }
 
 func newOwner(t testing.TB, d *display.Display, sel string) *Owner {
 	t.Helper()
-	o, err := NewOwner(d.Name(), sel, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	o, err := NewOwner(d.Name(), sel, testrig.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +54,7 @@ func ownerOf(t testing.TB, d *display.Display, sel string) xproto.Window {
 // xclipOut pastes sel with `xclip -o`, the reference pasting client.
 func xclipOut(t testing.TB, d *display.Display, sel string) string {
 	t.Helper()
-	cmd := exec.CommandContext(testCtx(t, 10*time.Second), "xclip", "-o", "-selection", sel)
+	cmd := exec.CommandContext(testrig.Context(t, 10*time.Second), "xclip", "-o", "-selection", sel)
 	cmd.Env = d.Env()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -122,7 +85,7 @@ func xclipIn(t testing.TB, d *display.Display, sel, text string) {
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
-	waitFor(t, "xclip to own "+sel, 10*time.Second, func() (bool, string) {
+	testrig.WaitState(t, 10*time.Second, "xclip to own "+sel, func() (bool, string) {
 		select {
 		case <-exited:
 			t.Fatalf("xclip exited: %v", cmd.ProcessState)
@@ -158,13 +121,13 @@ func TestOwnerSetRead(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOwner(t, d, tc.sel)
-			if err := o.Set(testCtx(t, 5*time.Second), tc.text); err != nil {
+			if err := o.Set(testrig.Context(t, 5*time.Second), tc.text); err != nil {
 				t.Fatal(err)
 			}
 			if ownerOf(t, d, strings.ToUpper(tc.sel)) == xproto.WindowNone {
 				t.Fatalf("%s has no owner after Set", tc.sel)
 			}
-			got, err := Read(testCtx(t, 5*time.Second), d.Name(), tc.sel, 0)
+			got, err := Read(testrig.Context(t, 5*time.Second), d.Name(), tc.sel, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -182,7 +145,7 @@ func TestOwnerSetRead(t *testing.T) {
 func TestOwnerTargets(t *testing.T) {
 	d := startDisplay(t, false)
 	o := newOwner(t, d, "CLIPBOARD")
-	if err := o.Set(testCtx(t, 5*time.Second), "naïve € text"); err != nil {
+	if err := o.Set(testrig.Context(t, 5*time.Second), "naïve € text"); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -199,7 +162,7 @@ func TestOwnerTargets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.target, func(t *testing.T) {
-			cmd := exec.CommandContext(testCtx(t, 10*time.Second), "xclip", "-o", "-selection", "clipboard", "-t", tc.target)
+			cmd := exec.CommandContext(testrig.Context(t, 10*time.Second), "xclip", "-o", "-selection", "clipboard", "-t", tc.target)
 			cmd.Env = d.Env()
 			out, err := cmd.Output()
 			if tc.wantErr {
@@ -237,7 +200,7 @@ func TestReadXclip(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			xclipIn(t, d, tc.sel, tc.text)
-			got, err := Read(testCtx(t, 10*time.Second), d.Name(), tc.sel, tc.maxBytes)
+			got, err := Read(testrig.Context(t, 10*time.Second), d.Name(), tc.sel, tc.maxBytes)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Read = %q, %v; want an error containing %q", short(got), err, tc.wantErr)
@@ -286,14 +249,14 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.do(testCtx(t, 5*time.Second))
+			err := tc.do(testrig.Context(t, 5*time.Second))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v; want one containing %q", err, tc.want)
 			}
 		})
 	}
 	// The refused texts left nothing behind.
-	if got, err := Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0); err != nil || got != "" {
+	if got, err := Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0); err != nil || got != "" {
 		t.Errorf("Read after refused Sets = %q, %v; want no owner", got, err)
 	}
 }
@@ -302,7 +265,7 @@ func TestReadNoOwner(t *testing.T) {
 	d := startDisplay(t, false)
 	for _, sel := range []string{"CLIPBOARD", "PRIMARY", "secondary"} {
 		t.Run(sel, func(t *testing.T) {
-			got, err := Read(testCtx(t, 5*time.Second), d.Name(), sel, 0)
+			got, err := Read(testrig.Context(t, 5*time.Second), d.Name(), sel, 0)
 			if err != nil || got != "" {
 				t.Fatalf("Read = %q, %v; want \"\", nil", got, err)
 			}
@@ -316,7 +279,7 @@ func TestOwnership(t *testing.T) {
 	d := startDisplay(t, false)
 	read := func(t *testing.T) string {
 		t.Helper()
-		got, err := Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
+		got, err := Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +287,7 @@ func TestOwnership(t *testing.T) {
 	}
 	set := func(t *testing.T, o *Owner, text string) {
 		t.Helper()
-		if err := o.Set(testCtx(t, 5*time.Second), text); err != nil {
+		if err := o.Set(testrig.Context(t, 5*time.Second), text); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -337,7 +300,7 @@ func TestOwnership(t *testing.T) {
 		{"first stops answering once it lost", func(t *testing.T, a, b *Owner) {
 			set(t, a, "first")
 			set(t, b, "second")
-			waitFor(t, "the first owner to forget its text", 5*time.Second, func() (bool, string) {
+			testrig.WaitState(t, 5*time.Second, "the first owner to forget its text", func() (bool, string) {
 				oc := a.current()
 				oc.mu.Lock()
 				defer oc.mu.Unlock()
@@ -406,7 +369,7 @@ func TestClosedOwner(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOwner(t, d, "PRIMARY")
 			if tc.set {
-				if err := o.Set(testCtx(t, 5*time.Second), "x"); err != nil {
+				if err := o.Set(testrig.Context(t, 5*time.Second), "x"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -415,7 +378,7 @@ func TestClosedOwner(t *testing.T) {
 					t.Fatalf("Close #%d: %v", i+1, err)
 				}
 			}
-			if err := o.Set(testCtx(t, 5*time.Second), "y"); !errors.Is(err, ErrClosed) {
+			if err := o.Set(testrig.Context(t, 5*time.Second), "y"); !errors.Is(err, ErrClosed) {
 				t.Fatalf("Set after Close: %v, want ErrClosed", err)
 			}
 			if w := ownerOf(t, d, "PRIMARY"); w != xproto.WindowNone {
@@ -443,15 +406,15 @@ func TestServerRestart(t *testing.T) {
 			if tc.kill {
 				restarts := d.Restarts()
 				syscall.Kill(d.ServerPID(), syscall.SIGKILL)
-				waitFor(t, "Xvfb to restart", 20*time.Second, func() (bool, string) {
+				testrig.WaitState(t, 20*time.Second, "Xvfb to restart", func() (bool, string) {
 					return d.Restarts() > restarts, fmt.Sprint("restarts ", d.Restarts())
 				})
 			}
 			text := "text " + tc.name
-			if err := o.Set(testCtx(t, 5*time.Second), text); err != nil {
+			if err := o.Set(testrig.Context(t, 5*time.Second), text); err != nil {
 				t.Fatal(err)
 			}
-			got, err := Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
+			got, err := Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
 			if err != nil || got != text {
 				t.Fatalf("Read = %q, %v; want %q", got, err, text)
 			}
@@ -467,17 +430,17 @@ func TestNoLeaks(t *testing.T) {
 		name string
 		run  func(t *testing.T)
 	}{
-		{"read without owner", func(t *testing.T) { Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0) }},
+		{"read without owner", func(t *testing.T) { Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0) }},
 		{"set, read, close", func(t *testing.T) {
 			o := newOwner(t, d, "CLIPBOARD")
-			o.Set(testCtx(t, 5*time.Second), "x")
-			Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
+			o.Set(testrig.Context(t, 5*time.Second), "x")
+			Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
 			o.Close()
 		}},
 		{"two owners, close both", func(t *testing.T) {
 			a, b := newOwner(t, d, "CLIPBOARD"), newOwner(t, d, "CLIPBOARD")
-			a.Set(testCtx(t, 5*time.Second), "a")
-			b.Set(testCtx(t, 5*time.Second), "b")
+			a.Set(testrig.Context(t, 5*time.Second), "a")
+			b.Set(testrig.Context(t, 5*time.Second), "b")
 			xclipOut(t, d, "clipboard")
 			a.Close()
 			b.Close()
@@ -485,14 +448,14 @@ func TestNoLeaks(t *testing.T) {
 		{"closed without set", func(t *testing.T) { newOwner(t, d, "PRIMARY").Close() }},
 		{"read from xclip", func(t *testing.T) {
 			xclipIn(t, d, "clipboard", strings.Repeat("y", 1<<20))
-			Read(testCtx(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
+			Read(testrig.Context(t, 5*time.Second), d.Name(), "CLIPBOARD", 0)
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
 			t.Run("run", tc.run) // its cleanups (xclip kills, Closes) run before the count
-			waitFor(t, "goroutines to end", 5*time.Second, func() (bool, string) {
+			testrig.WaitState(t, 5*time.Second, "goroutines to end", func() (bool, string) {
 				n := runtime.NumGoroutine()
 				return n <= before, fmt.Sprintf("%d goroutines, %d before", n, before)
 			})
@@ -621,7 +584,7 @@ func TestReadBadOwners(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			rawOwner(t, d, tc.answer)
-			got, err := Read(testCtx(t, 300*time.Millisecond), d.Name(), "CLIPBOARD", 0)
+			got, err := Read(testrig.Context(t, 300*time.Millisecond), d.Name(), "CLIPBOARD", 0)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Read = %q, %v; want an error containing %q", got, err, tc.wantErr)
@@ -688,7 +651,7 @@ func TestConcurrentUse(t *testing.T) {
 			// Close while Sets are under way: each ends with nil or an
 			// error, never a hang or a panic, and later ones with ErrClosed.
 			for range 3 {
-				go func() { o.Set(testCtx(t, 5*time.Second), "racing the close"); done <- struct{}{} }()
+				go func() { o.Set(testrig.Context(t, 5*time.Second), "racing the close"); done <- struct{}{} }()
 			}
 			if err := o.Close(); err != nil {
 				t.Error(err)
@@ -696,11 +659,11 @@ func TestConcurrentUse(t *testing.T) {
 			for range 3 {
 				<-done
 			}
-			if err := o.Set(testCtx(t, 5*time.Second), "late"); !errors.Is(err, ErrClosed) {
+			if err := o.Set(testrig.Context(t, 5*time.Second), "late"); !errors.Is(err, ErrClosed) {
 				t.Errorf("Set after Close: %v, want ErrClosed", err)
 			}
 			if w := ownerOf(t, d, "CLIPBOARD"); w != xproto.WindowNone {
-				got, _ := Read(testCtx(t, 2*time.Second), d.Name(), "CLIPBOARD", 0)
+				got, _ := Read(testrig.Context(t, 2*time.Second), d.Name(), "CLIPBOARD", 0)
 				t.Errorf("CLIPBOARD still owned by 0x%x (text %q) after Close", w, got)
 			}
 		})
