@@ -1,13 +1,14 @@
 package codec
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/deskenv/deskenv/display"
-	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
+	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
 // TestXPixelsToI420 paints known colours on a real Xvfb, reads them back the
@@ -15,19 +16,10 @@ import (
 // converts them: this is what checks that X's pixels really are B, G, R, X in
 // memory, as BGRXToI420 assumes.
 func TestXPixelsToI420(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, display.Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	ctx := testrig.Context(t, 30*time.Second)
+	d := testrig.Display(t, display.Config{})
 	const w, h, band = 128, 32, 16 // 16-pixel bands: whole chroma blocks
-	p, err := xprobe.Open(d.Name(), xprobe.Options{X: 0, Y: 0, Width: w, Height: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, d, xprobe.Options{X: 0, Y: 0, Width: w, Height: h})
 	colours := []struct {
 		name    string
 		rgb     uint32
