@@ -27,6 +27,13 @@ type Action struct {
 	ScrollDirection string   `json:"scroll_direction,omitempty"`
 	ScrollAmount    *int     `json:"scroll_amount,omitempty"`
 	Duration        *float64 `json:"duration,omitempty"`
+
+	// emptyText records a type action whose text was given and empty: the
+	// reference tool types nothing and answers with a screenshot, so this is
+	// a no-op, not an error. Text alone cannot tell it from a missing text
+	// (which stays an error), and MarshalJSON needs it to write "text": ""
+	// back so a recorded no-op replays.
+	emptyText bool
 }
 
 // The action names, as in computer_20251124.
@@ -198,7 +205,11 @@ var fieldDecoders = []struct {
 		a.Region, err = decodeInts("region", v, 4, "[x0, y0, x1, y1]")
 		return err
 	}},
-	{"text", func(v json.RawMessage, a *Action) (err error) { a.Text, err = decodeString("text", v); return err }},
+	{"text", func(v json.RawMessage, a *Action) (err error) {
+		a.Text, err = decodeString("text", v)
+		a.emptyText = err == nil && a.Text == "" && a.Action == ActType
+		return err
+	}},
 	{"key", func(v json.RawMessage, a *Action) (err error) { a.Key, err = decodeString("key", v); return err }},
 	{"scroll_direction", func(v json.RawMessage, a *Action) (err error) {
 		a.ScrollDirection, err = decodeString("scroll_direction", v)
@@ -358,7 +369,7 @@ func (a Action) present() int {
 	if a.Region != nil {
 		m |= fRegion
 	}
-	if a.Text != "" {
+	if a.Text != "" || a.emptyText {
 		m |= fText
 	}
 	if a.Key != "" {
@@ -380,7 +391,9 @@ func (a Action) present() int {
 // fields are there and no others, coordinates and regions lie inside model
 // space (an error, never a clamp), key names resolve, text is valid UTF-8 of
 // at most MaxTextBytes with no control characters but newline and tab,
-// duration is 0..100 s and scroll_amount 1..100 notches.
+// duration is 0..100 s and scroll_amount 0..100 notches. As in the reference
+// tool, scroll_amount 0 scrolls nothing (it still moves to coordinate) and a
+// type of the empty text types nothing.
 func (a Action) Validate(s Space) error {
 	spec, err := lookupAction(a.Action)
 	if err != nil {
@@ -473,8 +486,8 @@ func (a Action) checkScroll() error {
 	default:
 		return fmt.Errorf("scroll_direction must be one of up, down, left, right, got %s", wire.Quote(a.ScrollDirection))
 	}
-	if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
-		return fmt.Errorf("scroll_amount must be a number of wheel notches from 1 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
+	if a.ScrollAmount != nil && (*a.ScrollAmount < 0 || *a.ScrollAmount > MaxScrollAmount) {
+		return fmt.Errorf("scroll_amount must be a number of wheel notches from 0 to %d, got %d", MaxScrollAmount, *a.ScrollAmount)
 	}
 	return nil
 }
@@ -616,6 +629,18 @@ func (a Action) Modifiers() ([]Keysym, error) {
 // Mutates reports whether the action can change the desktop. screenshot,
 // cursor_position, zoom and wait do not (wait still returns a screenshot).
 func (a Action) Mutates() bool { return actionFields[a.Action].mutates }
+
+// MarshalJSON writes the action as its JSON input, with <, > and & as typed
+// (encoding/json's HTML escaping would change what a trainer reads), and the
+// empty text of a no-op type, which the field's omitempty would drop.
+func (a Action) MarshalJSON() ([]byte, error) {
+	type plain Action // the fields without this method
+	b, err := wire.Marshal(plain(a))
+	if err != nil || !a.emptyText || a.Text != "" {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"text":""}`...), nil
+}
 
 // String is the action as compact JSON, for logs.
 func (a Action) String() string {

@@ -145,12 +145,15 @@ func TestValidate(t *testing.T) {
 		{`{"action":"scroll"}`, "scroll requires scroll_direction: up, down, left or right"},
 		{`{"action":"scroll","scroll_direction":"sideways"}`, `scroll_direction must be one of up, down, left, right, got "sideways"`},
 		{`{"action":"scroll","scroll_direction":"Down"}`, `got "Down"`},
-		{`{"action":"scroll","scroll_direction":"up","scroll_amount":0}`, "scroll_amount must be a number of wheel notches from 1 to 100, got 0"},
+		{`{"action":"scroll","scroll_direction":"up","scroll_amount":0}`, ""}, // the reference's no-op
+		{`{"action":"scroll","scroll_direction":"up","scroll_amount":-1}`, "scroll_amount must be a number of wheel notches from 0 to 100, got -1"},
 		{`{"action":"scroll","scroll_direction":"up","scroll_amount":101}`, "got 101"},
 		{`{"action":"scroll","scroll_direction":"up","scroll_amount":-3}`, "got -3"},
 		{`{"action":"type","text":"hello, wörld 日本 😀\n\tok"}`, ""},
 		{`{"action":"type"}`, "type requires text: the text to type"},
-		{`{"action":"type","text":""}`, "type requires text"},
+		{`{"action":"type","text":""}`, ""}, // the reference types nothing
+		{`{"action":"key","text":""}`, "key requires text"},
+		{`{"action":"hold_key","text":"","duration":1}`, "hold_key requires text"},
 		{`{"action":"type","text":"a\u0007b"}`, "control character U+0007 at byte 1"},
 		{`{"action":"type","text":"x","coordinate":[1,1]}`, "type does not take coordinate"},
 		{`{"action":"key","text":"ctrl+s"}`, ""},
@@ -292,5 +295,46 @@ func TestErrorsQuoteShort(t *testing.T) {
 	}
 	if _, err := ParseAction([]byte(`{"action":"screenshot","` + long + `":1}`)); err == nil || len(err.Error()) > 600 {
 		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// TestNoOpRoundTrip: the reference's no-ops survive JSON both ways, so a
+// recorded empty type or zero scroll replays as what the agent sent.
+func TestNoOpRoundTrip(t *testing.T) {
+	s := Space{ScreenW: 1280, ScreenH: 800, ModelW: 1280, ModelH: 800}
+	for _, raw := range []string{
+		`{"action":"type","text":""}`,
+		`{"action":"scroll","coordinate":[3,4],"scroll_direction":"up","scroll_amount":0}`,
+		`{"action":"type","text":"a<b> & c"}`,
+	} {
+		a, err := ParseAction([]byte(raw))
+		if err != nil {
+			t.Fatalf("ParseAction(%s): %v", raw, err)
+		}
+		b, err := json.Marshal(a)
+		if err != nil {
+			t.Fatalf("json.Marshal(%s): %v", raw, err)
+		}
+		if a.String() != raw {
+			t.Errorf("String() = %s, want %s", a, raw)
+		}
+		var back Action
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", b, err)
+		}
+		if err := back.Validate(s); err != nil {
+			t.Errorf("%s after a round trip through %s: %v", raw, b, err)
+		}
+		if back.String() != raw {
+			t.Errorf("round trip gave %s, want %s", back, raw)
+		}
+	}
+	// A type with no text at all is still refused: that is a model's mistake.
+	var a Action
+	if err := json.Unmarshal([]byte(`{"action":"type"}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Validate(s); err == nil || !strings.Contains(err.Error(), "type requires text") {
+		t.Errorf(`Validate({"action":"type"}) = %v, want "type requires text"`, err)
 	}
 }

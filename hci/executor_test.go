@@ -3,7 +3,6 @@ package hci
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -13,6 +12,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -25,15 +25,8 @@ type env struct {
 
 func newEnv(t testing.TB, w, h int, model string) *env {
 	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		t.Fatalf("Xvfb is required for these tests (run scripts/install-deps.sh): %v", err)
-	}
-	ctx := context.Background()
-	d, err := display.Start(ctx, display.Config{Width: w, Height: h, WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	testrig.NeedTools(t)
+	d := testrig.Display(t, display.Config{Width: w, Height: h})
 	sp, err := NewSpace(w, h, model)
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +36,7 @@ func newEnv(t testing.TB, w, h int, model string) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	p, err := xprobe.Open(d.Name(), xprobe.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return &env{d: d, e: e, p: p}
+	return &env{d: d, e: e, p: testrig.Probe(t, d, xprobe.Options{})}
 }
 
 // take waits until the probe has every event the server generated so far and
@@ -167,6 +155,12 @@ func TestActionsLand(t *testing.T) {
 					[]string{"kd Control_L", "bd 6 " + park, "bu 6 " + park, "ku Control_L"}},
 				{"scroll right", []string{`{"action":"scroll","scroll_direction":"right","scroll_amount":1}`},
 					[]string{"bd 7 " + park, "bu 7 " + park}},
+				// The reference's no-ops: it moves to coordinate, then clicks the
+				// wheel zero times; it types nothing.
+				{"scroll_amount 0 moves only", []string{`{"action":"scroll","coordinate":[50,60],"scroll_direction":"down","scroll_amount":0}`},
+					[]string{"mv " + pt(50, 60)}},
+				{"scroll_amount 0 in place", []string{`{"action":"scroll","scroll_direction":"down","scroll_amount":0}`}, nil},
+				{"type nothing", []string{`{"action":"type","text":""}`}, nil},
 				{"key ctrl+s", []string{`{"action":"key","text":"ctrl+s"}`},
 					[]string{"kd Control_L", "kd s", "ku s", "ku Control_L"}},
 				{"key two chords", []string{`{"action":"key","text":"ctrl+a BackSpace"}`},
@@ -787,15 +781,9 @@ func TestForeignKeymapChange(t *testing.T) {
 // TestServerRestart: after Xvfb dies and the display brings it back, the
 // executor reconnects on its own.
 func TestServerRestart(t *testing.T) {
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		t.Fatal(err)
-	}
+	testrig.NeedTools(t)
 	ctx := context.Background()
-	d, err := display.Start(ctx, display.Config{Width: 640, Height: 480, WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testrig.Display(t, display.Config{Width: 640, Height: 480, RestartOnCrash: true})
 	e, err := NewExecutor(d, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -805,23 +793,11 @@ func TestServerRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	gen := d.Generation()
-	changed := d.Changed()
 	syscall.Kill(d.ServerPID(), syscall.SIGKILL)
-	deadline := time.After(20 * time.Second)
-	for d.Generation() == gen || d.Health(ctx) != nil {
-		select {
-		case <-changed:
-			changed = d.Changed()
-		case <-deadline:
-			t.Fatal("the display did not come back")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	p, err := xprobe.Open(d.Name(), xprobe.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	testrig.WaitWithin(t, 20*time.Second, "the display to come back", func() bool {
+		return d.Generation() != gen && d.Health(ctx) == nil
+	})
+	p := testrig.Probe(t, d, xprobe.Options{})
 	if err := doJSON(ctx, e, `{"action":"left_click","coordinate":[10,20]}`); err != nil {
 		t.Fatalf("after restart: %v", err)
 	}

@@ -165,7 +165,7 @@ func checkValid(t *testing.T, a Action, s Space) {
 			t.Fatalf("Validate accepted %s whose modifiers do not parse: %v", a, err)
 		}
 	}
-	if a.ScrollAmount != nil && (*a.ScrollAmount < 1 || *a.ScrollAmount > MaxScrollAmount) {
+	if a.ScrollAmount != nil && (*a.ScrollAmount < 0 || *a.ScrollAmount > MaxScrollAmount) {
 		t.Fatalf("Validate accepted scroll_amount %d", *a.ScrollAmount)
 	}
 	if a.Duration != nil && !(*a.Duration >= 0 && *a.Duration <= MaxDuration) {

@@ -37,7 +37,7 @@ var badInputs = []struct {
 	{"1.5 coordinate", "computer", `{"action":"left_click","coordinate":[1.5,2]}`, "got number 1.5"},
 	{"string coordinate", "computer", `{"action":"left_click","coordinate":["3",4]}`, `got string "3"`},
 	{"negative coordinate", "computer", `{"action":"left_click","coordinate":[-1,4]}`, "outside"},
-	{"negative scroll", "computer", `{"action":"scroll","scroll_direction":"down","scroll_amount":-3}`, "scroll_amount must be a number of wheel notches from 1 to 100, got -3"},
+	{"negative scroll", "computer", `{"action":"scroll","scroll_direction":"down","scroll_amount":-3}`, "scroll_amount must be a number of wheel notches from 0 to 100, got -3"},
 	{"huge scroll", "computer", `{"action":"scroll","scroll_direction":"down","scroll_amount":1e300}`, "scroll_amount must be an integer"},
 	{"string scroll", "computer", `{"action":"scroll","scroll_direction":"down","scroll_amount":"3"}`, "scroll_amount must be an integer"},
 	{"1e300 wait", "computer", `{"action":"wait","duration":1e300}`, "duration must be between 0 and 100 seconds"},

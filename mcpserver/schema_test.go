@@ -242,7 +242,7 @@ func checkGranular(t *testing.T, name string, tl wireTool) {
 	if p, ok := s.Properties["scroll_direction"]; ok && fmt.Sprint(p["enum"]) != "[up down left right]" {
 		t.Errorf("%s: scroll_direction enum %v", name, p["enum"])
 	}
-	if p, ok := s.Properties["scroll_amount"]; ok && (p["minimum"] != float64(1) || p["maximum"] != float64(hci.MaxScrollAmount)) {
+	if p, ok := s.Properties["scroll_amount"]; ok && (p["minimum"] != float64(0) || p["maximum"] != float64(hci.MaxScrollAmount)) {
 		t.Errorf("%s: scroll_amount bounds %v..%v", name, p["minimum"], p["maximum"])
 	}
 	if p, ok := s.Properties["duration"]; ok && (p["minimum"] != float64(0) || p["maximum"] != hci.MaxDuration) {

@@ -133,7 +133,7 @@ func actionSpecs() []actionSpec {
 			desc: "Turn the mouse wheel: scroll the content under the pointer.",
 			fields: []field{
 				{fDirection, true, "Which way to scroll: up, down, left or right."},
-				{fAmount, false, fmt.Sprintf("How many wheel notches (1 to %d, default %d).", hci.MaxScrollAmount, hci.DefaultScrollNotch)},
+				{fAmount, false, fmt.Sprintf("How many wheel notches (0 to %d, default %d; 0 only moves to coordinate).", hci.MaxScrollAmount, hci.DefaultScrollNotch)},
 				{fCoordinate, false, "Move the pointer here first: [x, y] in screenshot pixels. Omit to scroll where the pointer is."},
 				{fText, false, modifiersDesc},
 			},
@@ -226,7 +226,7 @@ func (s *Server) property(name, desc string) map[string]any {
 	case fDirection:
 		return map[string]any{"type": "string", "enum": []string{"up", "down", "left", "right"}, "description": or("For scroll: which way.")}
 	case fAmount:
-		return map[string]any{"type": "integer", "minimum": 1, "maximum": hci.MaxScrollAmount, "default": hci.DefaultScrollNotch,
+		return map[string]any{"type": "integer", "minimum": 0, "maximum": hci.MaxScrollAmount, "default": hci.DefaultScrollNotch,
 			"description": or(fmt.Sprintf("For scroll: how many wheel notches (default %d).", hci.DefaultScrollNotch))}
 	case fDuration:
 		return map[string]any{"type": "number", "minimum": 0, "maximum": hci.MaxDuration,
