@@ -7,20 +7,15 @@ import (
 	"testing"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // benchEnv is a display and an executor, without a probe: both sides of each
 // benchmark inject into the same bare Xvfb.
 func benchEnv(b *testing.B) (*display.Display, *Executor) {
 	b.Helper()
-	if _, err := exec.LookPath("xdotool"); err != nil {
-		b.Fatalf("xdotool is needed for the comparison: %v", err)
-	}
-	d, err := display.Start(context.Background(), display.Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { d.Close() })
+	testrig.NeedTools(b, "xdotool") // for the comparison
+	d := testrig.Display(b, display.Config{})
 	e, err := NewExecutor(d, Options{})
 	if err != nil {
 		b.Fatal(err)

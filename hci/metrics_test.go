@@ -3,7 +3,6 @@ package hci_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -94,13 +93,10 @@ func TestMetricsCountTheBus(t *testing.T) {
 	}
 	// The counter reads the bus on its own goroutine: wait until it has
 	// seen the last event, then every figure must be exact.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if v, _ := sample(t, reg, "deskenv_inputs_total", map[string]string{"type": hci.InputKeyUp}); v == 1 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testrig.WaitFor(t, "the counter to see the key release", func() bool {
+		v, _ := sample(t, reg, "deskenv_inputs_total", map[string]string{"type": hci.InputKeyUp})
+		return v == 1
+	})
 	for _, w := range want {
 		got, ok := sample(t, reg, w.name, w.labels)
 		if !ok || got != w.value {
