@@ -45,8 +45,11 @@ type Config struct {
 	DeferTools  bool
 	ImageFormat string
 	JPEGQuality int
-	SettleQuiet time.Duration
-	SettleMax   time.Duration
+	// ScreenshotPointer draws the mouse pointer into agents' screenshots,
+	// zooms and recorded observations, as the reference tool's do.
+	ScreenshotPointer bool
+	SettleQuiet       time.Duration
+	SettleMax         time.Duration
 
 	// people
 	FPS         int
@@ -87,15 +90,18 @@ func DefaultConfig() Config {
 		MCPTools:    "computer,tools",
 		ImageFormat: "png",
 		JPEGQuality: 80,
-		SettleQuiet: 80 * time.Millisecond,
-		SettleMax:   2 * time.Second,
-		FPS:         30,
-		BitrateKbps: 4000,
-		Preset:      "ultrafast",
-		Policy:      "shared",
-		Mode:        "sim",
-		Desktops:    1,
-		Version:     "dev",
+		// The reference takes its screenshots with scrot -p: models are
+		// trained on screens that show the pointer.
+		ScreenshotPointer: true,
+		SettleQuiet:       80 * time.Millisecond,
+		SettleMax:         2 * time.Second,
+		FPS:               30,
+		BitrateKbps:       4000,
+		Preset:            "ultrafast",
+		Policy:            "shared",
+		Mode:              "sim",
+		Desktops:          1,
+		Version:           "dev",
 
 		BodyReadTimeout: 30 * time.Second,
 		WriteTimeout:    5 * time.Minute,

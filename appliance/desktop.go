@@ -173,7 +173,7 @@ func (a *Desktop) startScreen(context.Context) (err error) {
 	space := a.exec.Space()
 	a.shooter = screen.NewShooter(a.capt, screen.ShooterOptions{
 		Format: screen.Format(a.cfg.ImageFormat), JPEGQuality: a.cfg.JPEGQuality,
-		ModelW: space.ModelW, ModelH: space.ModelH,
+		ModelW: space.ModelW, ModelH: space.ModelH, Pointer: a.cfg.ScreenshotPointer,
 	})
 	return nil
 }

@@ -76,6 +76,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	fs.BoolVar(&c.DeferTools, "mcp-defer-tools", c.DeferTools, "list only find_tools, call_tool, screenshot, computer and run_script; the other tools are found with find_tools and run with call_tool (implies --mcp-find-tools)"+envNote("mcp-defer-tools"))
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")
 	num(&c.JPEGQuality, "jpeg-quality", "JPEG quality 1-100 when --image-format=jpeg")
+	fs.BoolVar(&c.ScreenshotPointer, "screenshot-pointer", c.ScreenshotPointer, "draw the mouse pointer into agents' screenshots, zooms and recorded observations, as the reference tool's scrot -p does; --screenshot-pointer=false leaves it out"+envNote("screenshot-pointer"))
 	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")
 	dur(&c.SettleMax, "settle-max", "the longest to wait for the screen to settle before taking the screenshot anyway")
 

@@ -53,6 +53,9 @@ func TestConfig(t *testing.T) {
 			return c.MCPTraits == "files" && c.FindTools
 		}, ""},
 		{"deferred tools", []string{"--mcp-defer-tools"}, nil, func(c config) bool { return c.DeferTools }, ""},
+		{"pointer in screenshots by default", nil, nil, func(c config) bool { return c.ScreenshotPointer }, ""},
+		{"pointer left out", []string{"--screenshot-pointer=false"}, nil, func(c config) bool { return !c.ScreenshotPointer }, ""},
+		{"pointer left out from env", nil, map[string]string{"DESKENV_SCREENSHOT_POINTER": "false"}, func(c config) bool { return !c.ScreenshotPointer }, ""},
 		{"bad trait", []string{"--mcp-traits", "bash,root"}, nil, nil, "unknown trait \"root\""},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
