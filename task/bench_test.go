@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // go test ./task/ -run '^$' -bench . -benchtime=200x
@@ -56,7 +58,7 @@ func BenchmarkSelection(b *testing.B) {
 	if _, err := k.env.Launch(ctx, []string{"xclip", "-quiet", "-selection", "clipboard", "-i", src}); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, "xclip to own the clipboard", 10*time.Second, func() (bool, string) {
+	testrig.WaitState(b, 10*time.Second, "xclip to own the clipboard", func() (bool, string) {
 		s, err := k.env.Selection(ctx, "CLIPBOARD")
 		return err == nil && s == "benchmark text", s
 	})

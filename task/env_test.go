@@ -7,7 +7,6 @@ import (
 	"image"
 	"image/color"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/internal/xsel"
 )
@@ -33,59 +33,25 @@ type desk struct {
 
 func startDesk(t testing.TB, withWM bool) *desk {
 	t.Helper()
-	for _, bin := range []string{"Xvfb", "xterm", "xclip"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is required for these tests (run scripts/install-deps.sh): %v", bin, err)
-		}
-	}
+	testrig.NeedTools(t, "xterm", "xclip")
 	home := t.TempDir()
-	cfg := display.Config{WindowManager: []string{}, Apps: [][]string{}, Home: home}
+	cfg := display.Config{Home: home}
 	if withWM {
-		cfg.WindowManager = nil // openbox
+		cfg.WindowManager, cfg.Apps = []string{"openbox"}, [][]string{}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := testrig.Display(t, cfg)
 	env := NewEnv(d, "", nil)
-	t.Cleanup(func() {
-		env.Close()
-		d.Close()
-	})
+	t.Cleanup(func() { env.Close() }) // before the display's own cleanup
 	if env.Home() != home {
 		t.Fatalf("env home %q, want the display's %q", env.Home(), home)
 	}
 	return &desk{d: d, env: env, home: home}
 }
 
-func testCtx(t testing.TB, limit time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// waitFor polls cond until it holds or the test's patience runs out.
-func waitFor(t testing.TB, what string, limit time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s; last state: %s", what, limit, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // launchXterm starts an xterm with a fixed title and waits for it to show.
 func (k *desk) launchXterm(t testing.TB, title string) *Process {
 	t.Helper()
-	ctx := testCtx(t, 20*time.Second)
+	ctx := testrig.Context(t, 20*time.Second)
 	p, err := k.env.Launch(ctx, []string{"xterm", "-T", title, "-xrm", "XTerm*allowTitleOps: false"})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +67,7 @@ func TestWindows(t *testing.T) {
 	for _, wm := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wm=%v", wm), func(t *testing.T) {
 			k := startDesk(t, wm)
-			ctx := testCtx(t, 30*time.Second)
+			ctx := testrig.Context(t, 30*time.Second)
 			ws, err := k.env.Windows(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -143,7 +109,7 @@ func TestWindows(t *testing.T) {
 // their windows, and that CloseLaunched ends the whole process group.
 func TestCloseLaunched(t *testing.T) {
 	k := startDesk(t, true)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testrig.Context(t, 30*time.Second)
 	p := k.launchXterm(t, "to be closed")
 	if len(k.env.Launched()) != 1 {
 		t.Fatalf("Launched() = %v, want the xterm", k.env.Launched())
@@ -157,7 +123,7 @@ func TestCloseLaunched(t *testing.T) {
 	if done, how := p.Exited(); !done || how == "" {
 		t.Errorf("Exited() = %v, %q", done, how)
 	}
-	waitFor(t, "the xterm window to go", 10*time.Second, func() (bool, string) {
+	testrig.WaitState(t, 10*time.Second, "the xterm window to go", func() (bool, string) {
 		ws, err := k.env.Windows(ctx)
 		return err == nil && len(ws) == 0, fmt.Sprintf("%+v %v", ws, err)
 	})
@@ -238,9 +204,9 @@ func TestSelection(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, k)
 			}
-			ctx := testCtx(t, 5*time.Second)
+			ctx := testrig.Context(t, 5*time.Second)
 			if tc.wantErr == "did not answer" {
-				ctx = testCtx(t, 300*time.Millisecond)
+				ctx = testrig.Context(t, 300*time.Millisecond)
 			}
 			got, err := k.env.Selection(ctx, tc.sel)
 			if tc.wantErr != "" {
@@ -270,7 +236,7 @@ func xclip(selection, text string) func(t *testing.T, k *desk) {
 		if err := os.WriteFile(src, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		ctx := testCtx(t, 10*time.Second)
+		ctx := testrig.Context(t, 10*time.Second)
 		// -quiet keeps xclip in the foreground, in the launched process
 		// group, so CloseLaunched ends it.
 		p, err := k.env.Launch(ctx, []string{"xclip", "-quiet", "-selection", selection, "-i", src})
@@ -279,7 +245,7 @@ func xclip(selection, text string) func(t *testing.T, k *desk) {
 		}
 		t.Cleanup(func() { k.env.CloseLaunched(context.Background()) })
 		sel := strings.ToUpper(selection)
-		waitFor(t, "xclip to own "+sel, 10*time.Second, func() (bool, string) {
+		testrig.WaitState(t, 10*time.Second, "xclip to own "+sel, func() (bool, string) {
 			if done, how := p.Exited(); done {
 				t.Fatalf("xclip exited: %s", how)
 			}
@@ -303,15 +269,11 @@ func short(s string) string {
 
 func TestScreenshotGetImage(t *testing.T) {
 	k := startDesk(t, false)
-	p, err := xprobe.Open(k.d.Name(), xprobe.Options{X: 10, Y: 20, Width: 50, Height: 40, Background: 0x336699})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, k.d, xprobe.Options{X: 10, Y: 20, Width: 50, Height: 40, Background: 0x336699})
 	if err := p.Fill(5, 5, 10, 10, 0xff8000); err != nil {
 		t.Fatal(err)
 	}
-	img, err := k.env.Screenshot(testCtx(t, 10*time.Second))
+	img, err := k.env.Screenshot(testrig.Context(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +300,7 @@ func TestScreenshotGetImage(t *testing.T) {
 
 func TestNoDisplay(t *testing.T) {
 	env := NewEnv(nil, t.TempDir(), nil)
-	ctx := testCtx(t, 10*time.Second)
+	ctx := testrig.Context(t, 10*time.Second)
 	if _, err := env.Windows(ctx); !errors.Is(err, ErrNoDisplay) {
 		t.Errorf("Windows: %v, want ErrNoDisplay", err)
 	}
@@ -379,9 +341,9 @@ func TestRun(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testCtx(t, 10*time.Second)
+			ctx := testrig.Context(t, 10*time.Second)
 			if tc.limit > 0 {
-				ctx = testCtx(t, tc.limit)
+				ctx = testrig.Context(t, tc.limit)
 			}
 			res, err := k.env.Run(ctx, tc.script)
 			if tc.errMatch != "" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -114,7 +115,7 @@ func TestRewardTree(t *testing.T) {
 // (with openbox) and file system.
 func TestChecks(t *testing.T) {
 	k := startDesk(t, true)
-	ctx := testCtx(t, 2*time.Minute)
+	ctx := testrig.Context(t, 2*time.Minute)
 	if err := os.WriteFile(filepath.Join(k.home, "notes.txt"), []byte("Hello World\nsecond line 42\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +128,7 @@ func TestChecks(t *testing.T) {
 
 	// A probe window painted with known colours, and references made from
 	// the same colours (and one that differs).
-	probe, err := xprobe.Open(k.d.Name(), xprobe.Options{X: 100, Y: 200, Width: 60, Height: 40, Background: 0x204080})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
+	probe := testrig.Probe(t, k.d, xprobe.Options{X: 100, Y: 200, Width: 60, Height: 40, Background: 0x204080})
 	if err := probe.Fill(10, 10, 20, 10, 0xffcc00); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // TestExamples runs every example task on a real desktop (Xvfb + openbox):
@@ -19,18 +21,14 @@ func TestExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, bin := range []string{"xdotool", "mousepad"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is required for this test (run scripts/install-deps.sh): %v", bin, err)
-		}
-	}
+	testrig.NeedTools(t, "xdotool", "mousepad")
 	k := startDesk(t, true)
 	for _, tk := range tasks {
 		t.Run(tk.ID, func(t *testing.T) {
 			if testing.Short() && slices.Contains(tk.Tags, "slow") {
 				t.Skip("a slow task (it starts a browser); run without -short")
 			}
-			ctx := testCtx(t, 3*time.Minute)
+			ctx := testrig.Context(t, 3*time.Minute)
 			defer k.env.CloseLaunched(ctx)
 			if err := tk.RunSetup(ctx, k.env); err != nil {
 				t.Fatal(err)

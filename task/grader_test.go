@@ -1,7 +1,6 @@
 package task
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // TestGraderReadsAsSession plays the agent against a file check: deskenv
@@ -54,15 +54,11 @@ func TestGraderReadsAsSession(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, display.Config{WindowManager: []string{}, Apps: [][]string{}, Home: home,
+	ctx := testrig.Context(t, 60*time.Second)
+	d := testrig.Display(t, display.Config{Home: home,
 		Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}, User: "nobody"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	env := NewEnv(d, "", nil)
-	t.Cleanup(func() { env.Close(); d.Close() })
+	t.Cleanup(func() { env.Close() }) // before the display's own cleanup
 
 	for _, tc := range []struct {
 		name, path string

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // noWindow is a checker this test adds: no window's title contains the text.
@@ -59,7 +61,7 @@ func TestNewCheckKind(t *testing.T) {
 	tk := tasks[0]
 
 	k := startDesk(t, false)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testrig.Context(t, 60*time.Second)
 	if err := tk.RunSetup(ctx, k.env); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestNewCheckKind(t *testing.T) {
 	}
 
 	k.env.CloseLaunched(ctx) // what a reset does
-	waitFor(t, "the window to go", 10*time.Second, func() (bool, string) {
+	testrig.WaitState(t, 10*time.Second, "the window to go", func() (bool, string) {
 		out, err = tk.Evaluate(ctx, k.env)
 		return err == nil && out.Reward == 1, fmt.Sprintf("%+v %v", out, err)
 	})

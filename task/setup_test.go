@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 func parseTask(t testing.TB, body string) *Task {
@@ -56,7 +58,7 @@ func TestRunSetup(t *testing.T) {
 			name:  "open with a program, path expanded",
 			setup: `{"type": "write_file", "path": "~/doc.txt", "content": "x"}, {"type": "open", "path": "~/doc.txt", "with": ["sh", "-c", "printf %s \"$1\" > ~/opened", "sh"]}, {"type": "sleep", "duration": "10ms"}`,
 			after: func(t *testing.T, home string) {
-				waitFor(t, "the opener to run", 10*time.Second, func() (bool, string) {
+				testrig.WaitState(t, 10*time.Second, "the opener to run", func() (bool, string) {
 					data, err := os.ReadFile(filepath.Join(home, "opened"))
 					return err == nil && string(data) == filepath.Join(home, "doc.txt"), string(data)
 				})
@@ -105,7 +107,7 @@ func TestRunSetup(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tk := parseTask(t, `"setup": [`+tc.setup+`], "evaluator": {"type": "file_exists", "path": "~"}`)
-			ctx := testCtx(t, 60*time.Second)
+			ctx := testrig.Context(t, 60*time.Second)
 			defer k.env.CloseLaunched(context.Background())
 			err := tk.RunSetup(ctx, k.env)
 			if len(tc.wantErr) == 0 && err != nil {
