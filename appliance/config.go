@@ -75,6 +75,11 @@ type Config struct {
 	// PoolAgentToken lets a pool-wide agent token through (every desktop
 	// accepts it), which undoes per-lease tokens: refused without it.
 	PoolAgentToken bool
+	// Warm is how many desktops of the pool are kept reset and ready to
+	// lease at once (0: every lease waits for its reset); WarmTask is the
+	// task they are reset into ("" for none).
+	Warm     int
+	WarmTask string
 
 	// Version is what the MCP server and the control plane report.
 	Version string
@@ -214,6 +219,24 @@ func (c *Config) checkLimits() error {
 func (c *Config) checkPool() error {
 	if c.Desktops > 1 && c.Display != "" {
 		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
+	}
+	return c.checkWarm()
+}
+
+// checkWarm checks --warm and --warm-task; the task's id is checked against
+// the loaded tasks when the pool starts.
+func (c *Config) checkWarm() error {
+	switch {
+	case c.Warm < 0:
+		return fmt.Errorf("--warm %d: must be 0 (no warm desktops) or more", c.Warm)
+	case c.Warm > 0 && c.Desktops < 2:
+		return fmt.Errorf("--warm %d: warm desktops are for pool mode; add --desktops 2 or more", c.Warm)
+	case c.Warm > c.Desktops:
+		return fmt.Errorf("--warm %d with --desktops %d: the pool cannot keep more desktops warm than it has", c.Warm, c.Desktops)
+	case c.Warm > 0 && c.Mode != "sim":
+		return fmt.Errorf("--warm %d with --mode %s: warming a desktop is a reset, which only --mode sim allows", c.Warm, c.Mode)
+	case c.WarmTask != "" && c.Warm == 0:
+		return fmt.Errorf("--warm-task %q without --warm: say how many desktops to keep warm in that task, e.g. --warm 2", c.WarmTask)
 	}
 	return nil
 }

@@ -12,10 +12,12 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
@@ -33,9 +35,21 @@ type Pool struct {
 	local  bool
 	limits auth.Limits
 
-	mu     sync.Mutex
-	leases map[string]*lease // by id
-	busy   []string          // desktop index -> lease id, "" when free
+	mu      sync.Mutex
+	leases  map[string]*lease // by id
+	slots   []slot            // by desktop index: free, warm, leased, ...
+	changed chan struct{}     // closed at every change of slots (setLocked)
+
+	// Warm desktops (warm.go): --warm and --warm-task, the refiller's
+	// wake-up, the end of its life (closing, at Close) and its goroutines.
+	warm    warmPlan
+	kick    chan struct{}
+	closing <-chan struct{}
+	stop    context.CancelFunc
+	refills sync.WaitGroup
+
+	metrics *poolMetrics
+	reg     *prometheus.Registry // the pool's own series, at /metrics
 }
 
 type lease struct {
@@ -48,6 +62,9 @@ type lease struct {
 	AgentToken string           `json:"agent_token,omitempty"`
 	Episode    *control.Episode `json:"episode,omitempty"`
 	Since      time.Time        `json:"since"`
+	// Warm is whether the desktop was reset ahead of time (--warm) and
+	// handed out at once; its episode then started when it was warmed.
+	Warm bool `json:"warm"`
 
 	// revoke ends AgentToken: the token was granted on the lease's desktop
 	// for the lease alone (nil in local mode, where there is none).
@@ -63,6 +80,9 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	}
 	tasks, err := loadTasks(cfg.Tasks, log)
 	if err != nil {
+		return nil, err
+	}
+	if err := warmTask(cfg, tasks); err != nil {
 		return nil, err
 	}
 	// Every desktop's session runs as a user of its own, so desktops cannot
@@ -83,8 +103,13 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	p := &Pool{iso: iso,
 		// the door refuses every desktop's programs (desktopRefusal)
 		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(&iso), leases: map[string]*lease{},
-		apps: make([]*Desktop, cfg.Desktops), busy: make([]string, cfg.Desktops),
+		apps: make([]*Desktop, cfg.Desktops), slots: make([]slot, cfg.Desktops), changed: make(chan struct{}),
+		warm: warmPlan{n: cfg.Warm, task: cfg.WarmTask},
 	}
+	for i := range p.slots {
+		p.slots[i].state = slotIdle
+	}
+	p.metrics, p.reg = newPoolMetrics(p)
 	start := time.Now()
 	if err := p.start(ctx, cfg, tasks, home); err != nil {
 		p.Close()
@@ -93,7 +118,24 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	took := time.Since(start)
 	log.Info("pool ready", "desktops", cfg.Desktops, "took", took.Round(time.Millisecond),
 		"per_second", fmt.Sprintf("%.1f", float64(cfg.Desktops)/took.Seconds()))
+	p.startRefiller(ctx)
 	return p, nil
+}
+
+// startRefiller starts keeping --warm desktops warm (warm.go), until
+// Close. Without --warm there is no refiller: leases reset on their own
+// time and releases reset before they answer, as before warm desktops.
+func (p *Pool) startRefiller(ctx context.Context) {
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	p.stop, p.closing = stop, rctx.Done()
+	if p.warm.n == 0 {
+		return
+	}
+	p.kick = make(chan struct{}, 1)
+	p.refills.Add(1)
+	go p.refiller(rctx)
+	p.kickRefill()
+	p.log.Info("keeping desktops warm", "warm", p.warm.n, "task", p.warm.task)
 }
 
 // poolAuth is the pool-wide tokens (operator, viewer). A pool-wide agent
@@ -175,6 +217,7 @@ func (p *Pool) Handler() http.Handler {
 	d.Handle("GET /leases", op, http.HandlerFunc(p.list))
 	d.Handle("DELETE /leases/{id}", op, http.HandlerFunc(p.give))
 	d.Handle("GET /desktops", op, http.HandlerFunc(p.desktops))
+	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	d.Handle("GET /health", auth.Policy{Public: true}, http.HandlerFunc(p.health))
 	d.Handle("GET /{$}", auth.Policy{Public: true}, http.RedirectHandler("/d/0/", http.StatusFound))
 	return d
@@ -192,35 +235,58 @@ type leaseRequest struct {
 	Seed   *int64 `json:"seed,omitempty"`
 }
 
-// take leases a free desktop, freshly reset (into a task if asked).
+// take leases a free desktop: a warm one at once when the request asks for
+// what the warm desktops were reset into, else one freshly reset (into a
+// task if asked) on the request's time.
 func (p *Pool) take(w http.ResponseWriter, r *http.Request) {
 	req, err := readLeaseRequest(r.Body) // bounded by the door (maxLeaseBody)
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	l := p.reserve()
-	if l == nil {
+	// An unknown task is refused before a desktop is taken (every desktop
+	// has the same tasks): it would cost a warm desktop its warmth.
+	if req.TaskID != "" {
+		if _, err := p.apps[0].control.Task(req.TaskID); err != nil {
+			writeErr(w, http.StatusNotFound, fmt.Sprintf("lease request: %v", err))
+			return
+		}
+	}
+	start := time.Now()
+	l, warm, err := p.claim(r.Context(), req)
+	switch {
+	case errors.Is(err, errAbandoned):
+		return // the client went away while every desktop was being reset
+	case errors.Is(err, errPoolFull):
 		writeErr(w, http.StatusServiceUnavailable, fmt.Sprintf("all %d desktops are leased: release one with DELETE /leases/{id}", len(p.apps)))
 		return
+	case err != nil:
+		writeErr(w, http.StatusServiceUnavailable, err.Error())
+		return
 	}
-	status, err := p.prepare(r.Context(), l, req)
+	status, err := p.prepare(r.Context(), l, req, warm)
 	if errors.Is(err, errAbandoned) {
 		// Nobody will learn this lease's id: the desktop goes back to the
-		// pool, no token minted.
-		p.free(l.Desktop)
-		p.log.Info("lease abandoned by its client during the reset; desktop back in the pool", "desktop", l.Desktop)
+		// pool (still warm if it was), no token minted.
+		p.unclaim(l.Desktop, warm)
+		p.log.Info("lease abandoned by its client; desktop back in the pool", "desktop", l.Desktop)
 		return
 	}
 	if err != nil {
-		p.free(l.Desktop)
+		p.unclaim(l.Desktop, nil)
 		writeErr(w, status, err.Error())
 		return
 	}
 	p.mu.Lock()
 	p.leases[l.ID] = l
 	p.mu.Unlock()
-	p.log.Info("desktop leased", "lease", l.ID, "desktop", l.Desktop, "task", req.TaskID)
+	// A warm desktop taken, or an idle one: the refiller warms another.
+	p.kickRefill()
+	took := time.Since(start)
+	kind := strconv.FormatBool(l.Warm)
+	p.metrics.leases.WithLabelValues(kind).Inc()
+	p.metrics.leaseSeconds.WithLabelValues(kind).Observe(took.Seconds())
+	p.log.Info("desktop leased", "lease", l.ID, "desktop", l.Desktop, "task", req.TaskID, "warm", l.Warm, "took", took.Round(time.Microsecond))
 	writeJSONTo(w, http.StatusCreated, l)
 }
 
@@ -243,38 +309,35 @@ func readLeaseRequest(body io.Reader) (leaseRequest, error) {
 	return req, nil
 }
 
-// reserve holds a free desktop for a new lease while it resets; nil when
-// every desktop is leased.
-func (p *Pool) reserve() *lease {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	idx := slices.Index(p.busy, "")
-	if idx < 0 {
-		return nil
+// unclaim puts a desktop reserved for a lease that was not granted back in
+// the pool: warm again when it was warm and untouched (w), else idle, or
+// with --warm dirty, so the refiller resets it.
+func (p *Pool) unclaim(idx int, w *warmth) {
+	switch {
+	case w != nil:
+		p.set(idx, slot{state: slotWarm, warm: w})
+	case p.warm.n > 0:
+		p.set(idx, slot{state: slotDirty})
+	default:
+		p.set(idx, slot{state: slotIdle})
 	}
-	l := &lease{ID: newToken()[:16], Desktop: idx, Since: time.Now()}
-	p.busy[idx] = l.ID
-	return l
-}
-
-// free puts desktop idx back in the pool.
-func (p *Pool) free(idx int) {
-	p.mu.Lock()
-	p.busy[idx] = ""
-	p.mu.Unlock()
+	p.kickRefill()
 }
 
 // errAbandoned is a lease whose client went away while its desktop was
 // reset (the reset ran to its end all the same).
 var errAbandoned = errors.New("lease abandoned by its client during the reset")
 
-// prepare resets l's desktop for it (into req's task) and mints the
-// lease's agent token; on error, the status to answer with.
-func (p *Pool) prepare(ctx context.Context, l *lease, req leaseRequest) (int, error) {
+// prepare resets l's desktop for it (into req's task), unless it is warm
+// (its reset's episode is the lease's), and mints the lease's agent token;
+// on error, the status to answer with.
+func (p *Pool) prepare(ctx context.Context, l *lease, req leaseRequest, warm *warmth) (status int, err error) {
 	a := p.apps[l.Desktop]
-	ep, err := a.control.Reset(ctx, control.ResetRequest{TaskID: req.TaskID, Seed: req.Seed})
-	if err != nil {
-		status := http.StatusInternalServerError
+	var ep *control.Episode
+	if warm != nil {
+		ep = warm.episode
+	} else if ep, err = a.control.Reset(ctx, control.ResetRequest{TaskID: req.TaskID, Seed: req.Seed}); err != nil {
+		status = http.StatusInternalServerError
 		if errors.Is(err, control.ErrUnknownTask) {
 			status = http.StatusNotFound
 		}
@@ -318,8 +381,17 @@ func (p *Pool) give(w http.ResponseWriter, r *http.Request) {
 	if l.revoke != nil {
 		l.revoke()
 	}
+	if p.warm.n > 0 {
+		// The refiller resets it in the background, into the warm task if
+		// the pool is short of warm desktops: the caller does not wait.
+		p.set(l.Desktop, slot{state: slotDirty})
+		p.kickRefill()
+		p.log.Info("desktop released; it is reset in the background", "lease", id, "desktop", l.Desktop)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
 	_, err := p.apps[l.Desktop].control.Reset(r.Context(), control.ResetRequest{})
-	p.free(l.Desktop)
+	p.set(l.Desktop, slot{state: slotIdle})
 	if err != nil {
 		p.log.Warn("reset after release failed", "desktop", l.Desktop, "err", err)
 		writeErr(w, http.StatusInternalServerError, fmt.Sprintf("lease released, but resetting desktop %d failed: %v", l.Desktop, err))
@@ -350,18 +422,33 @@ func (p *Pool) desktops(w http.ResponseWriter, r *http.Request) {
 		XAuthority string `json:"xauthority,omitempty"`
 		// SessionUser is who the desktop's programs run as.
 		SessionUser string `json:"session_user,omitempty"`
+		// State is idle, dirty, warming, warm or leased (warm.go).
+		State slotState `json:"state"`
+		// WarmEpisode is the episode a warm desktop was reset into.
+		WarmEpisode string `json:"warm_episode,omitempty"`
 	}
 	p.mu.Lock()
 	out := make([]desk, len(p.apps))
 	for i, a := range p.apps {
-		out[i] = desk{Index: i, Display: a.display.Name(), Base: "/d/" + strconv.Itoa(i) + "/", Lease: p.busy[i],
-			XAuthority: a.display.XAuthority()}
+		s := p.slots[i]
+		out[i] = desk{Index: i, Display: a.display.Name(), Base: "/d/" + strconv.Itoa(i) + "/", Lease: s.lease,
+			XAuthority: a.display.XAuthority(), State: s.state}
+		if s.warm != nil {
+			out[i].WarmEpisode = s.warm.episode.ID
+		}
 		if a.seat.session != nil {
 			out[i].SessionUser = a.seat.session.Name
 		}
 	}
 	p.mu.Unlock()
-	writeJSONTo(w, http.StatusOK, map[string]any{"desktops": out})
+	writeJSONTo(w, http.StatusOK, map[string]any{"desktops": out, "warm": p.warmCounts()})
+}
+
+// warmCounts is what /health and /desktops say about warm desktops: how
+// many are ready, how many are being reset, how many the pool keeps.
+func (p *Pool) warmCounts() map[string]any {
+	c := p.counts()
+	return map[string]any{"ready": c[slotWarm], "warming": c[slotWarming], "target": p.warm.n}
 }
 
 // health is healthy when every desktop's X server answers and its window
@@ -383,10 +470,13 @@ func (p *Pool) health(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	body := map[string]any{"status": "healthy", "desktops": len(p.apps)}
+	if p.warm.n > 0 {
+		body["warm"] = p.warmCounts()
+	}
 	// /health is open to anyone; what runs, its pids and the session users'
 	// names only to operators (local mode counts).
 	if auth.Allows(auth.RoleFrom(r.Context()), auth.RoleOperator) {
-		body["details"] = map[string]any{"desktops": faults, "isolation": p.iso}
+		body["details"] = map[string]any{"desktops": faults, "isolation": p.iso, "warm_task": p.warm.task}
 	}
 	if len(bad) > 0 {
 		body["status"], body["errors"] = "unhealthy", bad
@@ -396,8 +486,13 @@ func (p *Pool) health(w http.ResponseWriter, r *http.Request) {
 	writeJSONTo(w, http.StatusOK, body)
 }
 
-// Close stops every desktop.
+// Close stops the refiller, waits for the resets it runs, then stops every
+// desktop.
 func (p *Pool) Close() error {
+	if p.stop != nil {
+		p.stop()
+	}
+	p.refills.Wait()
 	var wg sync.WaitGroup
 	for _, a := range p.apps {
 		if a != nil {

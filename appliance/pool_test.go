@@ -48,7 +48,7 @@ func startPool(t *testing.T, n int) (*Pool, string) {
 
 // reachableDir is a temporary directory the session users can search
 // through (t.TempDir's parent is 0700): their homes go under it.
-func reachableDir(t *testing.T) string {
+func reachableDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	for d := dir; d != "/" && d != os.TempDir() && d != "."; d = filepath.Dir(d) {
@@ -79,7 +79,7 @@ func useXAuthority(t *testing.T, files ...string) {
 	t.Setenv("XAUTHORITY", p)
 }
 
-func doJSON(t *testing.T, method, url, token string, body any, out any, header ...string) int {
+func doJSON(t testing.TB, method, url, token string, body any, out any, header ...string) int {
 	t.Helper()
 	var rd *bytes.Reader
 	if body != nil {
