@@ -1,12 +1,10 @@
 package stream
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -20,16 +18,17 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
 // env is a display, an executor and a stream server behind a real HTTP
-// server, for tests.
+// server (at url), for tests.
 type env struct {
 	d    *display.Display
 	exec *hci.Executor
 	s    *Server
-	http *httptest.Server
+	url  string
 }
 
 type envOptions struct {
@@ -41,13 +40,7 @@ type envOptions struct {
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := display.Start(ctx, display.Config{Width: o.width, Height: o.height, WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: o.restart})
-	if err != nil {
-		t.Fatalf("start display: %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testrig.Display(t, display.Config{Width: o.width, Height: o.height, RestartOnCrash: o.restart})
 	exec, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatalf("executor: %v", err)
@@ -81,13 +74,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/stream/signal", s.SignalHandler(auth))
-	hs := httptest.NewServer(mux)
-	t.Cleanup(hs.Close)
-	return &env{d: d, exec: exec, s: s, http: hs}
+	return &env{d: d, exec: exec, s: s, url: testrig.Serve(t, mux)}
 }
 
 func (e *env) wsURL(token string) string {
-	u := "ws" + strings.TrimPrefix(e.http.URL, "http") + "/stream/signal"
+	u := "ws" + strings.TrimPrefix(e.url, "http") + "/stream/signal"
 	if token != "" {
 		u += "?token=" + token
 	}
@@ -96,12 +87,7 @@ func (e *env) wsURL(token string) string {
 
 func (e *env) probe(t testing.TB) *xprobe.Probe {
 	t.Helper()
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{})
-	if err != nil {
-		t.Fatalf("probe: %v", err)
-	}
-	t.Cleanup(p.Close)
-	return p
+	return testrig.Probe(t, e.d, xprobe.Options{})
 }
 
 // frame is one access unit received over RTP, as NAL units, or one VP8

@@ -2,12 +2,14 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/internal/xsel"
 )
@@ -181,17 +183,10 @@ func TestInput(t *testing.T) {
 		}
 		p.Reset()
 		c.close()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		testrig.WaitState(t, 5*time.Second, "the viewer's keys and buttons to be released after it left", func() (bool, string) {
 			keys, buttons := e.exec.Held()
-			if len(keys) == 0 && len(buttons) == 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still held after the viewer left: keys %v buttons %v", keys, buttons)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return len(keys) == 0 && len(buttons) == 0, fmt.Sprintf("keys %v buttons %v", keys, buttons)
+		})
 		if err := p.Sync(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -256,10 +251,10 @@ func TestBadInput(t *testing.T) {
 	}
 	// Still alive and usable.
 	a.input(map[string]any{"t": "mm", "x": 3, "y": 4})
-	deadline := time.Now().Add(5 * time.Second)
-	for len(p.Events()) == 0 && time.Now().Before(deadline) {
+	testrig.WaitWithin(t, 5*time.Second, "the motion after bad input to reach the probe", func() bool {
 		p.Sync(context.Background())
-	}
+		return len(p.Events()) > 0
+	})
 	if got := p.Take(); len(got) != 1 || got[0].X != 3 || got[0].Y != 4 {
 		t.Errorf("after bad input, motion gave %v", got)
 	}
@@ -268,9 +263,7 @@ func TestBadInput(t *testing.T) {
 // TestClipboard sets the desktop clipboard from a viewer and reads it with
 // xclip, then sets it with xclip and sees it reach the viewers.
 func TestClipboard(t *testing.T) {
-	if _, err := exec.LookPath("xclip"); err != nil {
-		t.Skip("xclip is not installed (apt-get install xclip)")
-	}
+	testrig.NeedTools(t, "xclip")
 	e := newEnv(t, envOptions{})
 	a := join(t, e, clientOptions{})
 	defer a.close()

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // settle waits until the goroutine count drops to at most want, and reports
@@ -98,13 +101,10 @@ func TestManyViewers(t *testing.T) {
 			}
 			c.ws.Close()
 			<-c.done
-			deadline := time.Now().Add(10 * time.Second)
-			for c.pc.ConnectionState() != webrtc.PeerConnectionStateClosed && c.pc.ConnectionState() != webrtc.PeerConnectionStateFailed {
-				if time.Now().After(deadline) {
-					t.Fatalf("viewer %s dropped its websocket, but its peer connection is still %s", c.hello.ID, c.pc.ConnectionState())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testrig.WaitState(t, 10*time.Second, "viewer "+c.hello.ID+"'s peer connection to close after it dropped its websocket", func() (bool, string) {
+				st := c.pc.ConnectionState()
+				return st == webrtc.PeerConnectionStateClosed || st == webrtc.PeerConnectionStateFailed, st.String()
+			})
 			c.pc.Close()
 		}
 		waitStopped(t, e)
@@ -122,17 +122,10 @@ func TestManyViewers(t *testing.T) {
 // waitStopped waits until no viewer is left and the video loop has stopped.
 func waitStopped(t *testing.T, e *env) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testrig.WaitState(t, 10*time.Second, "no viewer and no encoding after the last viewer left", func() (bool, string) {
 		st := e.s.Stats()
-		if st.Viewers == 0 && !st.Encoding {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the last viewer left: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return st.Viewers == 0 && !st.Encoding, fmt.Sprintf("%+v", st)
+	})
 }
 
 // TestCloseFreesEverything closes a server with viewers connected: they are
@@ -150,8 +143,8 @@ func TestCloseFreesEverything(t *testing.T) {
 	e.s = s
 	mux := http.NewServeMux()
 	mux.Handle("/stream/signal", s.SignalHandler(nil))
-	hs := httptest.NewServer(mux)
-	e.http = hs
+	hs := httptest.NewServer(mux) // not testrig.Serve: closed before settle counts goroutines
+	e.url = hs.URL
 	var cs []*client
 	for i := 0; i < 3; i++ {
 		c := join(t, e, clientOptions{})

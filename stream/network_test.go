@@ -6,24 +6,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // serverCandidates waits for the server's trickled candidates.
 func (c *client) serverCandidates(t *testing.T) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var cands []string
+	testrig.WaitFor(t, "the server's candidates", func() bool {
 		c.mu.Lock()
-		cands := append([]string(nil), c.cands...)
+		cands = append([]string(nil), c.cands...)
 		c.mu.Unlock()
-		if len(cands) > 0 {
-			return cands
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the server sent no candidates")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(cands) > 0
+	})
+	return cands
 }
 
 func freeUDPPort(t *testing.T) int {

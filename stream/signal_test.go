@@ -57,7 +57,7 @@ func TestHello(t *testing.T) {
 
 func TestRefused(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: Config{MaxViewers: 1}})
-	httpURL := e.http.URL + "/stream/signal"
+	httpURL := e.url + "/stream/signal"
 	tests := []struct {
 		name   string
 		url    string
@@ -334,7 +334,7 @@ func TestSignalRefusalsAreJSON(t *testing.T) {
 		{"as=agent", http.StatusForbidden, "may not watch"},
 		{"as=viewer", http.StatusBadRequest, "signalling websocket"},
 	} {
-		resp, err := http.Get(e.http.URL + "/stream/signal?" + tc.query)
+		resp, err := http.Get(e.url + "/stream/signal?" + tc.query)
 		if err != nil {
 			t.Fatal(err)
 		}

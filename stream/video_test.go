@@ -3,6 +3,7 @@ package stream
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,17 +17,16 @@ import (
 
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/screen"
 )
 
 // decodeLast decodes an H.264 stream with ffmpeg and returns the last
-// picture as RGB24, or skips the test when ffmpeg is missing.
+// picture as RGB24, or fails the test when ffmpeg is missing.
 func decodeLast(t *testing.T, stream []byte, w, h int) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("ffmpeg is not installed (scripts/install-deps.sh test): cannot check the decoded pictures")
-	}
+	testrig.NeedTools(t, "ffmpeg") // to check the decoded pictures
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.h264")
 	if err := os.WriteFile(in, stream, 0o644); err != nil {
@@ -85,11 +85,7 @@ func TestVideo(t *testing.T) {
 	const w, h = 640, 480
 	const bg = 0x204060
 	e := newEnv(t, envOptions{width: w, height: h})
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: bg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, e.d, xprobe.Options{Background: bg})
 	// The pointer starts far from where the test paints.
 	if err := e.exec.MoveTo(context.Background(), 600, 20, hci.SourceScript); err != nil {
 		t.Fatal(err)
@@ -205,9 +201,7 @@ func TestVideo(t *testing.T) {
 	})
 
 	t.Run("pointer moved outside hci", func(t *testing.T) {
-		if _, err := exec.LookPath("xdotool"); err != nil {
-			t.Skip("xdotool is not installed")
-		}
+		testrig.NeedTools(t, "xdotool")
 		a.collect(settled) // idle: the loop polls slowly now
 		cmd := exec.Command("xdotool", "mousemove", "100", "400")
 		cmd.Env = e.d.Env()
@@ -267,11 +261,7 @@ func TestVideo(t *testing.T) {
 // TestVideoScaled streams a video smaller than the screen.
 func TestVideoScaled(t *testing.T) {
 	e := newEnv(t, envOptions{width: 1280, height: 800, cfg: Config{VideoWidth: 640, VideoHeight: 400}})
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0x000000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, e.d, xprobe.Options{Background: 0x000000})
 	if err := e.exec.MoveTo(context.Background(), 1270, 790, hci.SourceScript); err != nil {
 		t.Fatal(err)
 	}
@@ -309,22 +299,13 @@ func TestVideoAfterServerRestart(t *testing.T) {
 	if err := syscall.Kill(e.d.ServerPID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for e.d.Generation() == gen || e.d.Health(context.Background()) != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the display did not come back")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0x00ff00})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	testrig.WaitWithin(t, 20*time.Second, "the display to come back", func() bool {
+		return e.d.Generation() != gen && e.d.Health(context.Background()) == nil
+	})
+	p := testrig.Probe(t, e.d, xprobe.Options{Background: 0x00ff00})
 	// The stream goes on (with P-frames from the same encoder, or an IDR
 	// from a new one): decoded from the start, it ends showing the probe.
-	deadline = time.Now().Add(15 * time.Second)
-	for {
+	testrig.WaitState(t, 15*time.Second, "a frame showing the new server's probe window", func() (bool, string) {
 		fs = append(fs, a.waitFrame(15*time.Second))
 		fs = append(fs, a.collect(settled)...)
 		var stream []byte
@@ -332,20 +313,18 @@ func TestVideoAfterServerRestart(t *testing.T) {
 			stream = append(stream, f.annexB()...)
 		}
 		pic := decodeLast(t, stream, w, h)
-		if near(rgbAt(pic, w, 10, 10), 0x00ff00, 40) {
-			return
+		if c := rgbAt(pic, w, 10, 10); !near(c, 0x00ff00, 40) {
+			p.Fill(0, 0, 20, 20, 0x00ff00)
+			return false, fmt.Sprintf("pixel %v", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no frame shows the new server's probe window: pixel %v", rgbAt(pic, w, 10, 10))
-		}
-		p.Fill(0, 0, 20, 20, 0x00ff00)
-	}
+		return true, ""
+	})
 }
 
 // decodeAll decodes an H.264 stream into RGB24 pictures.
 func decodeAll(t *testing.T, stream []byte, w, h int) [][]byte {
 	t.Helper()
-	last := decodeLast(t, stream, w, h) // skips without ffmpeg; checks the stream
+	last := decodeLast(t, stream, w, h) // fails without ffmpeg; checks the stream
 	_ = last
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in.h264")
@@ -386,11 +365,7 @@ func psnr(rgb []byte, f *screen.Frame) float64 {
 func TestRefine(t *testing.T) {
 	const w, h = 640, 480
 	e := newEnv(t, envOptions{width: w, height: h, cfg: Config{BitrateKbps: 1000}})
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: 0xffffff})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, e.d, xprobe.Options{Background: 0xffffff})
 	if err := e.exec.MoveTo(context.Background(), w-1, h-1, hci.SourceScript); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pion/webrtc/v4"
 
 	"github.com/deskenv/deskenv/internal/codec"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -64,9 +65,7 @@ func (c *client) readVP8(tr *webrtc.TrackRemote) {
 // last picture as RGB.
 func decodeVP8(t *testing.T, frames []frame, w, h int) []byte {
 	t.Helper()
-	if _, err := exec.LookPath("ffmpeg"); err != nil {
-		t.Skip("ffmpeg is not installed (scripts/install-deps.sh test): cannot check the decoded pictures")
-	}
+	testrig.NeedTools(t, "ffmpeg") // to check the decoded pictures
 	var ivf bytes.Buffer
 	ivf.WriteString("DKIF")
 	binary.Write(&ivf, binary.LittleEndian, []uint16{0, 32})
@@ -108,11 +107,7 @@ func TestVideoVP8(t *testing.T) {
 	const w, h = 640, 480
 	const bg = 0x204060
 	e := newEnv(t, envOptions{width: w, height: h})
-	p, err := xprobe.Open(e.d.Name(), xprobe.Options{Background: bg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(t, e.d, xprobe.Options{Background: bg})
 
 	v := join(t, e, clientOptions{vp8Only: true})
 	defer v.close()
