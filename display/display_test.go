@@ -245,3 +245,30 @@ func TestSessionEnvHidesDeskenv(t *testing.T) {
 		}
 	}
 }
+
+// TestStartDefaultSession: a Config that names neither a window manager nor
+// apps gets the appliance's session, openbox and one xterm, both running.
+// The supervision tests start through testrig, which turns that Config into
+// a bare server, and ask for this session by name; this is where the default
+// itself is checked.
+func TestStartDefaultSession(t *testing.T) {
+	needXvfb(t)
+	for _, tool := range []string{"openbox", "xterm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is required for this test (run scripts/install-deps.sh): %v", tool, err)
+		}
+	}
+	d, err := Start(context.Background(), Config{Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var got []string
+	for _, p := range d.Processes() {
+		got = append(got, fmt.Sprintf("%s %s running=%v", p.Role, p.Process, p.Running))
+	}
+	want := []string{RoleWindowManager + " openbox running=true", RoleApp + " xterm running=true"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("the default session's processes are %q, want %q", got, want)
+	}
+}

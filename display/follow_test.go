@@ -1,4 +1,4 @@
-package display
+package display_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // roundTrip fails the test unless c answers a request.
@@ -23,15 +26,10 @@ func roundTrip(t *testing.T, c *xgb.Conn, what string) {
 // connection it had is no longer Current, and Get dials the restarted
 // server with a new generation. Drop makes Get dial anew on the same server.
 func TestFollowerFollowsRestarts(t *testing.T) {
-	needXvfb(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}, RestartOnCrash: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	f := d.Follow(DropEvents)
+	testrig.NeedTools(t)
+	ctx := testrig.Context(t, 30*time.Second)
+	d := testrig.Display(t, display.Config{RestartOnCrash: true})
+	f := d.Follow(display.DropEvents)
 	defer f.Close()
 
 	c1, g1, err := f.Get(ctx)
@@ -64,7 +62,7 @@ func TestFollowerFollowsRestarts(t *testing.T) {
 	roundTrip(t, c2, "connection after Drop")
 
 	syscall.Kill(d.ServerPID(), syscall.SIGKILL)
-	waitFor(t, "the X server to be restarted", func() bool { return d.Restarts() == 1 })
+	testrig.WaitWithin(t, patience, "the X server to be restarted", func() bool { return d.Restarts() == 1 })
 	if _, _, ok := f.Current(); ok {
 		t.Fatal("Current still reports the connection to the dead server")
 	}
@@ -78,7 +76,7 @@ func TestFollowerFollowsRestarts(t *testing.T) {
 	roundTrip(t, c3, "connection to the restarted server")
 
 	f.Close()
-	if _, _, err := f.Get(ctx); !errors.Is(err, ErrFollowerClosed) {
+	if _, _, err := f.Get(ctx); !errors.Is(err, display.ErrFollowerClosed) {
 		t.Fatalf("Get after Close: %v, want ErrFollowerClosed", err)
 	}
 }
@@ -86,12 +84,8 @@ func TestFollowerFollowsRestarts(t *testing.T) {
 // TestDialContextStoppedServer dials a server that is stopped (SIGSTOP): the
 // socket connects and the handshake never ends, so only ctx ends the dial.
 func TestDialContextStoppedServer(t *testing.T) {
-	needXvfb(t)
-	d, err := Start(context.Background(), Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	testrig.NeedTools(t)
+	d := testrig.Display(t, display.Config{})
 	tests := []struct {
 		name    string
 		display string
@@ -109,7 +103,7 @@ func TestDialContextStoppedServer(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			c, err := DialContext(ctx, tc.display)
+			c, err := display.DialContext(ctx, tc.display)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatal(err)
@@ -122,7 +116,7 @@ func TestDialContextStoppedServer(t *testing.T) {
 			}
 		})
 	}
-	if _, err := DialContext(context.Background(), ""); err == nil {
+	if _, err := display.DialContext(context.Background(), ""); err == nil {
 		t.Error("DialContext with no display name succeeded")
 	}
 }
@@ -131,15 +125,10 @@ func TestDialContextStoppedServer(t *testing.T) {
 // event queue holds: a Follower that drops its events keeps answering, as
 // the capturer and task checks, which read none, need it to.
 func TestFollowerDropEvents(t *testing.T) {
-	needXvfb(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	d, err := Start(ctx, Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	f := d.Follow(DropEvents)
+	testrig.NeedTools(t)
+	ctx := testrig.Context(t, 20*time.Second)
+	d := testrig.Display(t, display.Config{})
+	f := d.Follow(display.DropEvents)
 	defer f.Close()
 	c, _, err := f.Get(ctx)
 	if err != nil {

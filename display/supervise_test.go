@@ -1,72 +1,60 @@
-package display
+package display_test
 
 import (
 	"context"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
-func needSession(t *testing.T) {
+// patience is longer than testrig.Patience: a restart waits out its
+// backoff, and the session comes back after its server.
+const patience = 20 * time.Second
+
+// sessionConfig is the appliance's session, openbox and an xterm, asked for
+// by name: testrig.Display gives a bare server to a Config that names
+// neither (TestStartDefaultSession checks that display.Start's default is
+// this session).
+func sessionConfig(t *testing.T) display.Config {
 	t.Helper()
-	needXvfb(t)
-	for _, tool := range []string{"openbox", "xterm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required for these tests (run scripts/install-deps.sh): %v", tool, err)
-		}
-	}
+	testrig.NeedTools(t, "openbox", "xterm")
+	return display.Config{Home: t.TempDir(), WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}}}
 }
 
-// startDesktop starts the default session, openbox and an xterm, with the
-// X server restarted on a crash as the appliance runs it.
-func startDesktop(t *testing.T, cfg Config) *Display {
+// startDesktop starts a desktop with the X server restarted on a crash, as
+// the appliance runs it.
+func startDesktop(t *testing.T, cfg display.Config) *display.Display {
 	t.Helper()
 	cfg.RestartOnCrash = true
-	d, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
+	return testrig.Display(t, cfg)
 }
 
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func processByName(d *Display, name string) (Process, bool) {
+func processByName(d *display.Display, name string) (display.Process, bool) {
 	for _, p := range d.Processes() {
 		if p.Process == name {
 			return p, true
 		}
 	}
-	return Process{}, false
+	return display.Process{}, false
 }
 
 // TestSupervisionRestartsTheSession kills the window manager or the xterm
 // with SIGKILL: each comes back as a new process, and Exits says what died,
 // how and that it was restarted.
 func TestSupervisionRestartsTheSession(t *testing.T) {
-	needSession(t)
 	tests := []struct {
 		name, process, role string
 	}{
-		{"window manager", "openbox", RoleWindowManager},
-		{"app", "xterm", RoleApp},
+		{"window manager", "openbox", display.RoleWindowManager},
+		{"app", "xterm", display.RoleApp},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			d := startDesktop(t, Config{Home: t.TempDir()})
+			d := startDesktop(t, sessionConfig(t))
 			before, ok := processByName(d, tc.process)
 			if !ok || !before.Running || before.Role != tc.role {
 				t.Fatalf("processes %+v: want a running %s as the %s", d.Processes(), tc.process, tc.role)
@@ -74,7 +62,7 @@ func TestSupervisionRestartsTheSession(t *testing.T) {
 			if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, tc.process+" to be restarted", func() bool {
+			testrig.WaitWithin(t, patience, tc.process+" to be restarted", func() bool {
 				p, ok := processByName(d, tc.process)
 				return ok && p.Running && p.PID != before.PID
 			})
@@ -101,8 +89,7 @@ func TestSupervisionRestartsTheSession(t *testing.T) {
 // TestSupervisionLeavesStoppedProcessesAlone: what deskenv stops itself
 // (a session restart, KillSession) is neither restarted nor logged.
 func TestSupervisionLeavesStoppedProcessesAlone(t *testing.T) {
-	needSession(t)
-	d := startDesktop(t, Config{Home: t.TempDir()})
+	d := startDesktop(t, sessionConfig(t))
 	ctx := context.Background()
 	if err := d.RestartSession(ctx); err != nil {
 		t.Fatal(err)
@@ -116,7 +103,7 @@ func TestSupervisionLeavesStoppedProcessesAlone(t *testing.T) {
 	}
 	// Longer than the first restart's backoff: a wrongly supervised
 	// process would have been restarted by now.
-	time.Sleep(3 * firstBackoff)
+	time.Sleep(3 * display.FirstBackoff)
 	if exits := d.Exits(); len(exits) != 0 {
 		t.Errorf("exits after restarting the session %+v: want none", exits)
 	}
@@ -129,10 +116,10 @@ func TestSupervisionLeavesStoppedProcessesAlone(t *testing.T) {
 // TestAppThatExitsNormallyStaysClosed: an app that exits with status 0 was
 // closed or was a one-shot; it is logged, not restarted.
 func TestAppThatExitsNormallyStaysClosed(t *testing.T) {
-	needXvfb(t)
-	d := startDesktop(t, Config{WindowManager: []string{}, Apps: [][]string{{"sh", "-c", "sleep 0.2"}}})
-	waitFor(t, "the one-shot app to exit", func() bool { return len(d.Exits()) == 1 })
-	time.Sleep(3 * firstBackoff)
+	testrig.NeedTools(t)
+	d := startDesktop(t, display.Config{WindowManager: []string{}, Apps: [][]string{{"sh", "-c", "sleep 0.2"}}})
+	testrig.WaitWithin(t, patience, "the one-shot app to exit", func() bool { return len(d.Exits()) == 1 })
+	time.Sleep(3 * display.FirstBackoff)
 	exits := d.Exits()
 	if len(exits) != 1 {
 		t.Fatalf("exits %+v: want one", exits)
@@ -148,15 +135,15 @@ func TestAppThatExitsNormallyStaysClosed(t *testing.T) {
 // TestWindowManagerThatCannotComeBack: a window manager that dies at every
 // start makes SessionHealth an error that names it.
 func TestWindowManagerThatCannotComeBack(t *testing.T) {
-	needXvfb(t)
-	d := startDesktop(t, Config{WindowManager: []string{"sh", "-c", "exit 3"}, Apps: [][]string{}})
-	waitFor(t, "the session to be unhealthy", func() bool { return d.SessionHealth() != nil })
+	testrig.NeedTools(t)
+	d := startDesktop(t, display.Config{WindowManager: []string{"sh", "-c", "exit 3"}, Apps: [][]string{}})
+	testrig.WaitWithin(t, patience, "the session to be unhealthy", func() bool { return d.SessionHealth() != nil })
 	err := d.SessionHealth()
 	if !strings.Contains(err.Error(), "window manager sh") {
 		t.Errorf("session health = %v, want it to name the window manager", err)
 	}
 	exits := d.Exits()
-	if len(exits) < 2 || exits[0].Exited != "exit status 3" || exits[0].Role != RoleWindowManager {
+	if len(exits) < 2 || exits[0].Exited != "exit status 3" || exits[0].Role != display.RoleWindowManager {
 		t.Errorf("exits %+v: want the window manager's repeated deaths", exits)
 	}
 }
@@ -166,8 +153,7 @@ func TestWindowManagerThatCannotComeBack(t *testing.T) {
 // processes, which died with their server, are not logged as faults of
 // their own.
 func TestServerDeathIsLogged(t *testing.T) {
-	needSession(t)
-	d := startDesktop(t, Config{Home: t.TempDir()})
+	d := startDesktop(t, sessionConfig(t))
 	server := d.ServerPID()
 	old := map[string]int{}
 	for _, p := range d.Processes() {
@@ -176,19 +162,19 @@ func TestServerDeathIsLogged(t *testing.T) {
 	if err := syscall.Kill(server, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the X server to be restarted", func() bool {
+	testrig.WaitWithin(t, patience, "the X server to be restarted", func() bool {
 		e := d.LastServerExit()
 		return e != nil && e.Restarted
 	})
 	e := d.LastServerExit()
-	if e.Process != "Xvfb" || e.Role != RoleServer || e.PID != server || e.Exited != "signal: killed" || e.NewPID != d.ServerPID() {
+	if e.Process != "Xvfb" || e.Role != display.RoleServer || e.PID != server || e.Exited != "signal: killed" || e.NewPID != d.ServerPID() {
 		t.Errorf("server exit %+v: want Xvfb pid %d killed, restarted as %d", e, server, d.ServerPID())
 	}
 	if err := d.Health(context.Background()); err != nil {
 		t.Fatalf("health after the restart: %v", err)
 	}
 	// Past any backoff a session process would wrongly be restarted in.
-	time.Sleep(3 * firstBackoff)
+	time.Sleep(3 * display.FirstBackoff)
 	if exits := d.Exits(); len(exits) != 1 {
 		t.Errorf("exits %+v: want only the server's", exits)
 	}
