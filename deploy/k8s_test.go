@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	sigsjson "sigs.k8s.io/json"
@@ -31,6 +32,16 @@ type manifestSet struct {
 	secrets      []*corev1.Secret
 	pdbs         []*policyv1.PodDisruptionBudget
 	namespaces   []*corev1.Namespace
+
+	// deploy/agent-sandbox: agent-sandbox's kinds (transcribed in
+	// sandbox_test.go), the trainers' account and the stand-in trainer pod.
+	sandboxTemplates []*sandboxTemplate
+	warmPools        []*sandboxWarmPool
+	claims           []*sandboxClaim
+	serviceAccounts  []*corev1.ServiceAccount
+	roles            []*rbacv1.Role
+	roleBindings     []*rbacv1.RoleBinding
+	pods             []*corev1.Pod
 }
 
 // decodeManifests decodes every YAML document in r strictly into its
@@ -90,8 +101,32 @@ func decodeManifests(r io.Reader, into *manifestSet) error {
 		case "v1 Namespace":
 			o := &corev1.Namespace{}
 			into.namespaces, obj = append(into.namespaces, o), o
+		case sandboxAPIVersion + " SandboxTemplate":
+			o := &sandboxTemplate{}
+			into.sandboxTemplates, obj = append(into.sandboxTemplates, o), o
+		case sandboxAPIVersion + " SandboxWarmPool":
+			o := &sandboxWarmPool{}
+			into.warmPools, obj = append(into.warmPools, o), o
+		case sandboxAPIVersion + " SandboxClaim":
+			o := &sandboxClaim{}
+			into.claims, obj = append(into.claims, o), o
+		case "v1 ServiceAccount":
+			o := &corev1.ServiceAccount{}
+			into.serviceAccounts, obj = append(into.serviceAccounts, o), o
+		case "rbac.authorization.k8s.io/v1 Role":
+			o := &rbacv1.Role{}
+			into.roles, obj = append(into.roles, o), o
+		case "rbac.authorization.k8s.io/v1 RoleBinding":
+			o := &rbacv1.RoleBinding{}
+			into.roleBindings, obj = append(into.roleBindings, o), o
+		case "v1 Pod":
+			o := &corev1.Pod{}
+			into.pods, obj = append(into.pods, o), o
 		default:
-			return fmt.Errorf("document %d: %s %s is not a kind this deployment uses (StatefulSet, Service, Secret, PodDisruptionBudget, Namespace)", i, head.APIVersion, head.Kind)
+			if want, ok := sandboxKindVersion(head.Kind); ok {
+				return fmt.Errorf("document %d: %s %s: this deployment writes agent-sandbox's %s as %s, the version its CRDs store (v1alpha1 is deprecated)", i, head.APIVersion, head.Kind, head.Kind, want)
+			}
+			return fmt.Errorf("document %d: %s %s is not a kind this deployment uses (StatefulSet, Service, Secret, PodDisruptionBudget, Namespace; SandboxTemplate, SandboxWarmPool, SandboxClaim, ServiceAccount, Role, RoleBinding, Pod)", i, head.APIVersion, head.Kind)
 		}
 		strict, err := sigsjson.UnmarshalStrict(j, obj, sigsjson.DisallowDuplicateFields, sigsjson.DisallowUnknownFields)
 		if err != nil {
@@ -99,6 +134,13 @@ func decodeManifests(r io.Reader, into *manifestSet) error {
 		}
 		if len(strict) > 0 {
 			return fmt.Errorf("document %d (%s): %w", i, head.Kind, errors.Join(strict...))
+		}
+		// A CRD's schema says more than its Go fields can (required
+		// fields, enums, minimums): the transcribed types check that too.
+		if s, ok := obj.(schemaChecker); ok {
+			if err := s.checkSchema(); err != nil {
+				return fmt.Errorf("document %d (%s): %w", i, head.Kind, err)
+			}
 		}
 	}
 }
@@ -120,6 +162,10 @@ type kustomization struct {
 		Name     string   `yaml:"name"`
 		Behavior string   `yaml:"behavior"`
 		Envs     []string `yaml:"envs"`
+		Options  struct {
+			DisableNameSuffixHash bool              `yaml:"disableNameSuffixHash"`
+			Labels                map[string]string `yaml:"labels"`
+		} `yaml:"options"`
 	} `yaml:"secretGenerator"`
 	Patches []struct {
 		Path string `yaml:"path"`
