@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/e2e/browser"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -173,9 +174,7 @@ func TestBrowserEndToEnd(t *testing.T) {
 	})
 
 	t.Run("clipboard both ways", func(t *testing.T) {
-		if _, err := osexec.LookPath("xclip"); err != nil {
-			t.Fatal("xclip is not installed: run scripts/install-deps.sh runtime")
-		}
+		testrig.NeedTools(t, "xclip")
 		// Page to desktop: ctrl+v in the page sets the desktop clipboard first.
 		want := "from the page: grüße ✓"
 		do(ctx, t, d, "eval", map[string]any{"page": "a", "arg": want, "expr": `(s) => navigator.clipboard.writeText(s).then(() => true)`}, nil)

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/web"
@@ -28,17 +28,13 @@ type stack struct {
 	d      *display.Display
 	probe  *xprobe.Probe
 	stream *stream.Server
-	srv    *httptest.Server
+	base   string // the test server's URL
 	sw, sh int
 }
 
 func startStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
-	d, err := display.Start(ctx, display.Config{WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testrig.Display(t, display.Config{})
 	exec, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +45,7 @@ func startStack(ctx context.Context, t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ss.Close() })
-	probe, err := xprobe.Open(d.Name(), xprobe.Options{Background: 0x202020})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(probe.Close)
+	probe := testrig.Probe(t, d, xprobe.Options{Background: 0x202020})
 
 	mux := http.NewServeMux()
 	mux.Handle("/stream/signal", ss.SignalHandler(func(r *http.Request) (string, bool, error) {
@@ -68,14 +60,12 @@ func startStack(ctx context.Context, t *testing.T) *stack {
 		return "", false, errors.New("unknown token")
 	}))
 	mux.Handle("/", web.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
 	sw, sh := d.Size()
-	return &stack{d: d, probe: probe, stream: ss, srv: srv, sw: sw, sh: sh}
+	return &stack{d: d, probe: probe, stream: ss, base: testrig.Serve(t, mux), sw: sw, sh: sh}
 }
 
 // url is the page's address with a token.
-func (s *stack) url(token string) string { return s.srv.URL + "/?token=" + token }
+func (s *stack) url(token string) string { return s.base + "/?token=" + token }
 
 // toScreen maps video pixels to screen pixels (the video is the screen's size
 // unless configured smaller).

@@ -2,10 +2,10 @@ package browser_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/web"
 )
 
@@ -75,9 +75,8 @@ func TestKeysymMapping(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := startDriver(ctx, t)
-	srv := httptest.NewServer(web.Handler())
-	defer srv.Close()
-	open(ctx, t, d, "units", srv.URL+"/")
+	base := testrig.Serve(t, web.Handler())
+	open(ctx, t, d, "units", base+"/")
 
 	var got []uint32
 	err := d.Do(ctx, "eval", map[string]any{"page": "units", "arg": cases,
@@ -124,9 +123,8 @@ func TestKeyTracker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := startDriver(ctx, t)
-	srv := httptest.NewServer(web.Handler())
-	defer srv.Close()
-	open(ctx, t, d, "tracker", srv.URL+"/")
+	base := testrig.Serve(t, web.Handler())
+	open(ctx, t, d, "tracker", base+"/")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []uint32
@@ -182,9 +180,8 @@ func TestVideoCoordinates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := startDriver(ctx, t)
-	srv := httptest.NewServer(web.Handler())
-	defer srv.Close()
-	open(ctx, t, d, "geom", srv.URL+"/")
+	base := testrig.Serve(t, web.Handler())
+	open(ctx, t, d, "geom", base+"/")
 	var got []struct {
 		X, Y   int
 		Inside bool
@@ -220,9 +217,8 @@ func TestWheelNotches(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	d := startDriver(ctx, t)
-	srv := httptest.NewServer(web.Handler())
-	defer srv.Close()
-	open(ctx, t, d, "wheel", srv.URL+"/")
+	base := testrig.Serve(t, web.Handler())
+	open(ctx, t, d, "wheel", base+"/")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [][2]int
