@@ -26,7 +26,8 @@ import (
 // served to this build, so the fields are transcribed here: the ones the
 // manifests use and no others (a field left out is refused as a misspelt one
 // is), from kubernetes-sigs/agent-sandbox at commit
-// 2fd412d55ecae90861a101a5424a75473de97c36:
+// 2fd412d55ecae90861a101a5424a75473de97c36 (v0.5.6 and 12 commits; these
+// files are as in v0.5.6):
 //
 //	extensions/api/v1beta1/sandboxtemplate_types.go  SandboxTemplate, SandboxTemplateSpec, NetworkPolicySpec
 //	extensions/api/v1beta1/sandboxwarmpool_types.go  SandboxWarmPool, SandboxWarmPoolSpec, SandboxTemplateRef, SandboxWarmPoolUpdateStrategy
@@ -870,5 +871,55 @@ func TestCheckSandboxSetCatches(t *testing.T) {
 			}
 			t.Fatalf("want a problem mentioning %q, got %q", tc.want, got)
 		})
+	}
+}
+
+// TestSandboxDocs: docs/DEPLOY.md's claim flow names the files, namespace,
+// pool, Secret, label and account these manifests have, so a rename here
+// cannot leave the documented commands pointing at nothing.
+func TestSandboxDocs(t *testing.T) {
+	root := repoRoot(t)
+	b, err := os.ReadFile(filepath.Join(root, "docs", "DEPLOY.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(b), "\n## A fleet on agent-sandbox\n")
+	if !ok {
+		t.Fatal(`docs/DEPLOY.md has no section "## A fleet on agent-sandbox"`)
+	}
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	set, k := readSandbox(t)
+	tpl := set.sandboxTemplates[0]
+	var trainer []string
+	for _, r := range tpl.Spec.NetworkPolicy.Ingress {
+		for _, p := range r.From {
+			for key, v := range p.PodSelector.MatchLabels {
+				trainer = append(trainer, key+": "+v)
+			}
+		}
+	}
+	want := []string{
+		"-n " + k.Namespace,
+		"sandboxwarmpool " + set.warmPools[0].Name,
+		set.secrets[0].Name,
+		set.serviceAccounts[0].Name,
+		sandboxAPIVersion,
+		"claim/sandboxclaim.yaml",
+		"claim/trainer-shell.yaml",
+		"tokens.env.example",
+		"status.sandbox.name",
+		"status.serviceFQDN",
+	}
+	want = append(want, trainer...)
+	files, _ := filepath.Glob(filepath.Join(root, "deploy", "agent-sandbox", "*.yaml"))
+	for _, f := range files {
+		want = append(want, filepath.Base(f))
+	}
+	for _, w := range want {
+		if !strings.Contains(section, w) {
+			t.Errorf("docs/DEPLOY.md, A fleet on agent-sandbox: does not mention %q", w)
+		}
 	}
 }
