@@ -158,8 +158,8 @@ func (c *Config) checkTools() error {
 // checkTraits checks that every trait --mcp-traits names is known.
 func (c *Config) checkTraits() error {
 	for _, tr := range splitList(c.MCPTraits, ",") {
-		if !slices.Contains([]string{"bash", "files", "clipboard"}, tr) {
-			return fmt.Errorf("--mcp-traits %q: unknown trait %q (use bash, files, clipboard, or several: bash,files)", c.MCPTraits, tr)
+		if !slices.ContainsFunc(traitTable(), func(e traitEntry) bool { return e.name == tr }) {
+			return unknownTrait(c.MCPTraits, tr)
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -181,7 +180,7 @@ func (a *Desktop) startScreen(context.Context) (err error) {
 // startMCP builds the MCP server: the tool shapes of --mcp-tools and the
 // traits of --mcp-traits.
 func (a *Desktop) startMCP(context.Context) (err error) {
-	traits, err := a.traits(a.cfg, a.home)
+	traits, err := a.traits()
 	if err != nil {
 		return err
 	}
@@ -344,41 +343,6 @@ func (a *Desktop) Close() error {
 	}
 	a.closers = nil
 	return nil
-}
-
-// traits builds the MCP traits --mcp-traits names, over this desktop's home
-// and session environment.
-func (a *Desktop) traits(cfg Config, home string) (mcpserver.Traits, error) {
-	var t mcpserver.Traits
-	for _, name := range splitList(cfg.MCPTraits, ",") {
-		switch name {
-		case "bash":
-			if err := a.sharedUserOK(name); err != nil {
-				return t, err
-			}
-			t.Bash = &mcpserver.BashTrait{Dir: home, Env: a.display.Env(), Credential: a.display.Credential()}
-			if a.display.Credential() == nil && os.Geteuid() == 0 {
-				a.log.Warn("--mcp-traits bash: the session runs as deskenv's user, root, so the agent's commands run as root too")
-			}
-			if a.seat.auth.Local() && a.display.Credential() == nil {
-				// A separated session is refused at the door by its user
-				// (desktopRefusal); a shared one only tokens keep out.
-				a.log.Warn("--mcp-traits bash without tokens: every request to deskenv is allowed, so the agent's shell can reach the control plane (reset, scoring) on this machine; configure tokens to keep it out")
-			}
-		case "files":
-			if err := a.sharedUserOK(name); err != nil {
-				return t, err
-			}
-			t.Files = &mcpserver.FilesTrait{Home: home, Owner: a.display.Credential()}
-		case "clipboard":
-			c, err := newDeskClipboard(a.display, a)
-			if err != nil {
-				return t, err
-			}
-			t.Clipboard = c
-		}
-	}
-	return t, nil
 }
 
 // mcpTools offers the MCP server's tools to the control plane's OpenEnv face

@@ -91,9 +91,9 @@ func TestBadInputRefused(t *testing.T) {
 	t.Cleanup(func() { owner.Close() })
 	srv, err := New(r.exec, r.shoot, r.capt, Config{
 		Modes: []Mode{ModeComputer, ModeTools, ModeCodeAct},
-		Traits: Traits{
-			Files:     &FilesTrait{Home: home},
-			Clipboard: xselClipboard{r.d.Name(), owner},
+		Traits: []Trait{
+			FilesTrait{Home: home},
+			ClipboardTrait{xselClipboard{r.d.Name(), owner}},
 		},
 	})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// BashTrait configures the bash tool. The command runs as the desktop
+// BashTrait is the bash trait: one tool, bash. The command runs as the desktop
 // session's user (Credential; in the image, desk), never as the user that
 // owns deskenv's state, in the session's environment, so it sees the same
 // DISPLAY, XAUTHORITY and HOME as the apps on screen; a reset kills whatever
@@ -57,46 +57,66 @@ func (b BashTrait) withDefaults() BashTrait {
 // MaxCommandBytes bounds the command text of one bash call.
 const MaxCommandBytes = 64 << 10
 
-func bashSpec(cfg *BashTrait) traitSpec {
-	b := cfg.withDefaults()
-	return traitSpec{
-		name: "bash", title: "Run a shell command", destructive: true,
-		desc: fmt.Sprintf("Run a command with %s -c as the desktop user, in the home directory, with the desktop's DISPLAY. "+
+// Name is "bash".
+func (BashTrait) Name() string { return "bash" }
+
+// Check refuses a shell that is not there or a working directory that is
+// not a directory.
+func (b BashTrait) Check() error {
+	b = b.withDefaults()
+	if _, err := exec.LookPath(b.Shell); err != nil {
+		return fmt.Errorf("mcpserver: the bash trait's shell: %w", err)
+	}
+	if err := isDir(b.Dir); b.Dir != "" && err != nil {
+		return fmt.Errorf("mcpserver: the bash trait's working directory: %w", err)
+	}
+	return nil
+}
+
+// Tools is the bash tool.
+func (b BashTrait) Tools() []TraitTool {
+	b = b.withDefaults()
+	return []TraitTool{{
+		Name: "bash", Title: "Run a shell command", Destructive: true, Loud: true, LogArg: "command",
+		Description: fmt.Sprintf("Run a command with %s -c as the desktop user, in the home directory, with the desktop's DISPLAY. "+
 			"Returns the exit code and stdout+stderr together (at most %d bytes: the start and the end are kept). "+
 			"The command is killed after its timeout (default %s). Stdin is empty. To start a GUI app that keeps running, "+
 			"detach it: nohup app >/dev/null 2>&1 &", b.Shell, b.MaxOutputBytes, b.Timeout),
-		params: []traitParam{
-			{name: "command", typ: "string", required: true, desc: "The shell command line."},
-			{name: "timeout", typ: "integer", desc: fmt.Sprintf("Seconds before the command is killed, 1 to %d; default %d.",
+		Params: []TraitParam{
+			{Name: "command", Type: ParamString, Required: true, Description: "The shell command line."},
+			{Name: "timeout", Type: ParamInteger, Description: fmt.Sprintf("Seconds before the command is killed, 1 to %d; default %d.",
 				int(b.MaxTimeout/time.Second), int(b.Timeout/time.Second))},
 		},
-		returns: "-> struct(exit_code, output, truncated)",
-		run: func(ctx context.Context, a traitArgs) (traitResult, error) {
-			timeout := b.Timeout
-			if n, ok := a.num("timeout"); ok {
-				// Compared in seconds: n*time.Second overflows past 292 years
-				// and would wrap to a negative timeout.
-				if n < 1 || n > int64(b.MaxTimeout/time.Second) {
-					return traitResult{}, fmt.Errorf("bash: timeout %d s is out of range: 1 to %d", n, int(b.MaxTimeout/time.Second))
-				}
-				timeout = time.Duration(n) * time.Second
-			}
-			cmd := a.str("command")
-			if strings.TrimSpace(cmd) == "" {
-				return traitResult{}, errors.New("bash: the command is empty")
-			}
-			if len(cmd) > MaxCommandBytes {
-				return traitResult{}, fmt.Errorf("bash: the command is %d bytes, more than %d; write a script with write_file and run it", len(cmd), MaxCommandBytes)
-			}
-			return b.run(ctx, cmd, timeout)
-		},
+		Returns: "-> struct(exit_code, output, truncated)",
+		Run:     b.call,
+	}}
+}
+
+// call checks one call's arguments and runs its command.
+func (b BashTrait) call(ctx context.Context, a TraitArgs) (TraitResult, error) {
+	timeout := b.Timeout
+	if n, ok := a.Int("timeout"); ok {
+		// Compared in seconds: n*time.Second overflows past 292 years
+		// and would wrap to a negative timeout.
+		if n < 1 || n > int64(b.MaxTimeout/time.Second) {
+			return TraitResult{}, fmt.Errorf("bash: timeout %d s is out of range: 1 to %d", n, int(b.MaxTimeout/time.Second))
+		}
+		timeout = time.Duration(n) * time.Second
 	}
+	cmd := a.Str("command")
+	if strings.TrimSpace(cmd) == "" {
+		return TraitResult{}, errors.New("bash: the command is empty")
+	}
+	if len(cmd) > MaxCommandBytes {
+		return TraitResult{}, fmt.Errorf("bash: the command is %d bytes, more than %d; write a script with write_file and run it", len(cmd), MaxCommandBytes)
+	}
+	return b.run(ctx, cmd, timeout)
 }
 
 // run runs one command. A non-zero exit is a result, not an error: the model
 // reads the code. Running past the timeout is an error carrying the output
 // so far.
-func (b BashTrait) run(ctx context.Context, command string, timeout time.Duration) (traitResult, error) {
+func (b BashTrait) run(ctx context.Context, command string, timeout time.Duration) (TraitResult, error) {
 	out := &headTail{max: b.MaxOutputBytes}
 	cmd := exec.Command(b.Shell, "-c", command)
 	cmd.Dir = b.Dir
@@ -111,7 +131,7 @@ func (b BashTrait) run(ctx context.Context, command string, timeout time.Duratio
 	// do not wait for it longer than this.
 	cmd.WaitDelay = 500 * time.Millisecond
 	if err := cmd.Start(); err != nil {
-		return traitResult{}, fmt.Errorf("bash: start %s: %w", b.Shell, err)
+		return TraitResult{}, fmt.Errorf("bash: start %s: %w", b.Shell, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -130,7 +150,7 @@ func (b BashTrait) run(ctx context.Context, command string, timeout time.Duratio
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 		text, _ := out.result()
-		return traitResult{}, fmt.Errorf("bash: the command %s; output so far:\n%s", why, text)
+		return TraitResult{}, fmt.Errorf("bash: the command %s; output so far:\n%s", why, text)
 	}
 	code := 0
 	var ee *exec.ExitError
@@ -142,7 +162,7 @@ func (b BashTrait) run(ctx context.Context, command string, timeout time.Duratio
 		// The shell exited; a detached child kept the output open.
 		code = cmd.ProcessState.ExitCode()
 	default:
-		return traitResult{}, fmt.Errorf("bash: %w", err)
+		return TraitResult{}, fmt.Errorf("bash: %w", err)
 	}
 	text, truncated := out.result()
 	head := fmt.Sprintf("exit code %d", code)
@@ -152,9 +172,9 @@ func (b BashTrait) run(ctx context.Context, command string, timeout time.Duratio
 	if truncated {
 		head += fmt.Sprintf(" (output of %d bytes cut to its first %d and last %d)", out.total, b.MaxOutputBytes/2, b.MaxOutputBytes-b.MaxOutputBytes/2)
 	}
-	return traitResult{
-		value: map[string]any{"exit_code": int64(code), "output": text, "truncated": truncated},
-		text:  head + "\n" + text,
+	return TraitResult{
+		Value: map[string]any{"exit_code": int64(code), "output": text, "truncated": truncated},
+		Text:  head + "\n" + text,
 	}, nil
 }
 

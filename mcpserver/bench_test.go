@@ -467,7 +467,7 @@ func BenchmarkScript(b *testing.B) {
 // shape and trait, and the same deferred (DeferTools).
 func BenchmarkToolsList(b *testing.B) {
 	home := b.TempDir()
-	all := Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}, Clipboard: nopClipboard{}}
+	all := []Trait{BashTrait{Dir: home}, FilesTrait{Home: home}, ClipboardTrait{nopClipboard{}}}
 	for _, cfg := range []struct {
 		name string
 		rc   rigConfig

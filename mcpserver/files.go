@@ -17,10 +17,11 @@ import (
 	"github.com/deskenv/deskenv/internal/wire"
 )
 
-// FilesTrait configures read_file, write_file and list_files. Every path is
-// resolved inside Home through os.Root, which refuses a path that leaves it,
-// by ../ or by a symlink pointing out, at the moment of each open: a check of
-// the path string alone would miss a symlink created in between.
+// FilesTrait is the files trait: read_file, write_file and list_files.
+// Every path is resolved inside Home through os.Root, which refuses a path
+// that leaves it, by ../ or by a symlink pointing out, at the moment of each
+// open: a check of the path string alone would miss a symlink created in
+// between.
 type FilesTrait struct {
 	// Home is the desktop user's home directory, the only tree reachable.
 	Home string
@@ -50,35 +51,50 @@ func (f FilesTrait) withDefaults() FilesTrait {
 
 const pathDesc = "A path in the desktop user's home: relative to it (notes/a.txt), ~/notes/a.txt, or absolute inside it. Paths outside home, by ../ or through a symlink, are refused."
 
-func filesSpecs(cfg *FilesTrait) []traitSpec {
-	f := cfg.withDefaults()
-	return []traitSpec{
+// Name is "files".
+func (FilesTrait) Name() string { return "files" }
+
+// Check refuses a home that is not an absolute path to a directory.
+func (f FilesTrait) Check() error {
+	if !filepath.IsAbs(f.Home) {
+		return fmt.Errorf("mcpserver: the files trait's home %q must be an absolute path", f.Home)
+	}
+	if err := isDir(f.Home); err != nil {
+		return fmt.Errorf("mcpserver: the files trait's home: %w", err)
+	}
+	return nil
+}
+
+// Tools are read_file, write_file and list_files.
+func (f FilesTrait) Tools() []TraitTool {
+	f = f.withDefaults()
+	return []TraitTool{
 		{
-			name: "read_file", title: "Read a file", readOnly: true, idempotent: true,
-			desc:    fmt.Sprintf("Read a UTF-8 text file in the desktop user's home (at most %d bytes).", f.MaxReadBytes),
-			params:  []traitParam{{name: "path", typ: "string", required: true, desc: pathDesc}},
-			returns: "-> str",
-			run:     f.read,
+			Name: "read_file", Title: "Read a file", ReadOnly: true, Idempotent: true,
+			Description: fmt.Sprintf("Read a UTF-8 text file in the desktop user's home (at most %d bytes).", f.MaxReadBytes),
+			Params:      []TraitParam{{Name: "path", Type: ParamString, Required: true, Description: pathDesc}},
+			Returns:     "-> str",
+			Run:         f.read,
 		},
 		{
-			name: "write_file", title: "Write a file", destructive: true,
-			desc: fmt.Sprintf("Write text to a file in the desktop user's home, creating it and its directories if needed "+
+			Name: "write_file", Title: "Write a file", Destructive: true,
+			Description: fmt.Sprintf("Write text to a file in the desktop user's home, creating it and its directories if needed "+
 				"(at most %d bytes per call). Replaces the file unless append is true.", f.MaxWriteBytes),
-			params: []traitParam{
-				{name: "path", typ: "string", required: true, desc: pathDesc},
-				{name: "text", typ: "string", required: true, desc: "The text to write."},
-				{name: "append", typ: "boolean", desc: "Add to the end of the file instead of replacing it; default false."},
+			Params: []TraitParam{
+				{Name: "path", Type: ParamString, Required: true, Description: pathDesc},
+				{Name: "text", Type: ParamString, Required: true, Description: "The text to write."},
+				{Name: "append", Type: ParamBoolean, Description: "Add to the end of the file instead of replacing it; default false."},
 			},
-			returns: "-> int (bytes written)",
-			run:     f.write,
+			Returns: "-> int (bytes written)",
+			Run:     f.write,
 		},
 		{
-			name: "list_files", title: "List a directory", readOnly: true, idempotent: true,
-			desc: fmt.Sprintf("List a directory in the desktop user's home (default the home itself): each entry's name, "+
+			Name: "list_files", Title: "List a directory", ReadOnly: true, Idempotent: true,
+			Description: fmt.Sprintf("List a directory in the desktop user's home (default the home itself): each entry's name, "+
 				"type (file, dir, symlink, other) and size, sorted by name, at most %d.", f.MaxEntries),
-			params:  []traitParam{{name: "path", typ: "string", desc: pathDesc + " Default: the home directory."}},
-			returns: "-> list of struct(name, type, size)",
-			run:     f.list,
+			Params:  []TraitParam{{Name: "path", Type: ParamString, Description: pathDesc + " Default: the home directory."}},
+			Returns: "-> list of struct(name, type, size)",
+			Run:     f.list,
 		},
 	}
 }
@@ -178,85 +194,85 @@ func (f FilesTrait) openRegular(tool, p string, root *os.Root, rel string, flag 
 	return nil, nil, fmt.Errorf("%s: %s is not a regular file (%s); files reads and writes regular files only", tool, wire.Quote(p), st.Mode().Type())
 }
 
-func (f FilesTrait) read(ctx context.Context, a traitArgs) (traitResult, error) {
+func (f FilesTrait) read(ctx context.Context, a TraitArgs) (TraitResult, error) {
 	const tool = "read_file"
-	p := a.str("path")
+	p := a.Str("path")
 	if err := ctx.Err(); err != nil {
-		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+		return TraitResult{}, fmt.Errorf("%s: %w", tool, err)
 	}
 	root, rel, err := f.resolve(tool, p, false)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
 	defer root.Close()
 	file, st, err := f.openRegular(tool, p, root, rel, os.O_RDONLY, 0, false)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
 	defer file.Close()
 	if st.Size() > int64(f.MaxReadBytes) {
-		return traitResult{}, fmt.Errorf("%s: %s is %d bytes, more than the %d read_file returns; read part of it with bash (head, tail, grep) if that is enabled", tool, wire.Quote(p), st.Size(), f.MaxReadBytes)
+		return TraitResult{}, fmt.Errorf("%s: %s is %d bytes, more than the %d read_file returns; read part of it with bash (head, tail, grep) if that is enabled", tool, wire.Quote(p), st.Size(), f.MaxReadBytes)
 	}
 	// The file may grow between Stat and the read: read one byte past the
 	// cap to notice. Read in chunks, to stop when the call is cancelled.
 	var buf bytes.Buffer
 	buf.Grow(int(st.Size()) + 1)
 	if _, err := buf.ReadFrom(ctxReader{ctx, io.LimitReader(file, int64(f.MaxReadBytes)+1)}); err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return TraitResult{}, f.explain(tool, p, err)
 	}
 	data := buf.Bytes()
 	if len(data) > f.MaxReadBytes {
-		return traitResult{}, fmt.Errorf("%s: %s grew past %d bytes while it was read", tool, wire.Quote(p), f.MaxReadBytes)
+		return TraitResult{}, fmt.Errorf("%s: %s grew past %d bytes while it was read", tool, wire.Quote(p), f.MaxReadBytes)
 	}
 	if !utf8.Valid(data) {
-		return traitResult{}, fmt.Errorf("%s: %s is not UTF-8 text (%d bytes of binary data)", tool, wire.Quote(p), len(data))
+		return TraitResult{}, fmt.Errorf("%s: %s is not UTF-8 text (%d bytes of binary data)", tool, wire.Quote(p), len(data))
 	}
-	return traitResult{value: string(data), text: string(data)}, nil
+	return TraitResult{Value: string(data), Text: string(data)}, nil
 }
 
-func (f FilesTrait) write(ctx context.Context, a traitArgs) (traitResult, error) {
+func (f FilesTrait) write(ctx context.Context, a TraitArgs) (TraitResult, error) {
 	const tool = "write_file"
-	p, text := a.str("path"), a.str("text")
+	p, text := a.Str("path"), a.Str("text")
 	if err := ctx.Err(); err != nil {
-		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+		return TraitResult{}, fmt.Errorf("%s: %w", tool, err)
 	}
 	if len(text) > f.MaxWriteBytes {
-		return traitResult{}, fmt.Errorf("%s: the text is %d bytes, more than the %d one call writes; write it in parts with append=true", tool, len(text), f.MaxWriteBytes)
+		return TraitResult{}, fmt.Errorf("%s: the text is %d bytes, more than the %d one call writes; write it in parts with append=true", tool, len(text), f.MaxWriteBytes)
 	}
 	root, rel, err := f.resolve(tool, p, false)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
 	defer root.Close()
 	if rel == "." {
-		return traitResult{}, fmt.Errorf("%s: %s is the home directory itself; name a file in it", tool, wire.Quote(p))
+		return TraitResult{}, fmt.Errorf("%s: %s is the home directory itself; name a file in it", tool, wire.Quote(p))
 	}
 	if dir := filepath.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return traitResult{}, f.explain(tool, p, err)
+			return TraitResult{}, f.explain(tool, p, err)
 		}
 	}
 	// No O_TRUNC: what is there is truncated only once fstat has said it
 	// is a regular file.
 	flags := os.O_WRONLY | os.O_CREATE
 	verb := "wrote"
-	if a.flag("append") {
+	if a.Bool("append") {
 		flags |= os.O_APPEND
 		verb = "appended"
 	}
 	file, _, err := f.openRegular(tool, p, root, rel, flags, 0o644, false)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
-	n, err := writeCtx(ctx, file, text, !a.flag("append"))
+	n, err := writeCtx(ctx, file, text, !a.Bool("append"))
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return TraitResult{}, f.explain(tool, p, err)
 	}
 	f.own(root, rel)
-	return traitResult{value: int64(n), text: fmt.Sprintf("%s %d bytes to %s", verb, n, filepath.Join(f.Home, rel))}, nil
+	return TraitResult{Value: int64(n), Text: fmt.Sprintf("%s %d bytes to %s", verb, n, filepath.Join(f.Home, rel))}, nil
 }
 
 // writeCtx truncates file (when replacing) and writes text to it in chunks,
@@ -286,28 +302,28 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	return c.r.Read(p[:min(len(p), ioChunk)])
 }
 
-func (f FilesTrait) list(ctx context.Context, a traitArgs) (traitResult, error) {
+func (f FilesTrait) list(ctx context.Context, a TraitArgs) (TraitResult, error) {
 	const tool = "list_files"
-	p := a.str("path")
+	p := a.Str("path")
 	if err := ctx.Err(); err != nil {
-		return traitResult{}, fmt.Errorf("%s: %w", tool, err)
+		return TraitResult{}, fmt.Errorf("%s: %w", tool, err)
 	}
 	root, rel, err := f.resolve(tool, p, true)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
 	defer root.Close()
 	dir, st, err := f.openRegular(tool, p, root, rel, os.O_RDONLY, 0, true)
 	if err != nil {
-		return traitResult{}, err
+		return TraitResult{}, err
 	}
 	defer dir.Close()
 	if !st.IsDir() {
-		return traitResult{}, fmt.Errorf("%s: %s is a file, not a directory; read it with read_file", tool, wire.Quote(p))
+		return TraitResult{}, fmt.Errorf("%s: %s is a file, not a directory; read it with read_file", tool, wire.Quote(p))
 	}
 	entries, err := dir.ReadDir(-1)
 	if err != nil {
-		return traitResult{}, f.explain(tool, p, err)
+		return TraitResult{}, f.explain(tool, p, err)
 	}
 	// Unlike os.ReadDir, File.ReadDir keeps the directory's own order.
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
@@ -341,5 +357,5 @@ func (f FilesTrait) list(ctx context.Context, a traitArgs) (traitResult, error) 
 	if len(entries) == 0 {
 		b.WriteString("(empty directory)\n")
 	}
-	return traitResult{value: list, text: strings.TrimSuffix(b.String(), "\n")}, nil
+	return TraitResult{Value: list, Text: strings.TrimSuffix(b.String(), "\n")}, nil
 }

@@ -15,7 +15,7 @@ func TestFindTools(t *testing.T) {
 	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeTools}, noProbe: true})
 	home := t.TempDir()
 	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct}, FindTools: true,
-		Traits: Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}}})
+		Traits: []Trait{BashTrait{Dir: home}, FilesTrait{Home: home}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestFindTools(t *testing.T) {
 func TestDeferTools(t *testing.T) {
 	home := t.TempDir()
 	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeTools, ModeCodeAct},
-		findTools: true, deferTools: true, traits: Traits{Files: &FilesTrait{Home: home}, Bash: &BashTrait{Dir: home}}})
+		findTools: true, deferTools: true, traits: []Trait{BashTrait{Dir: home}, FilesTrait{Home: home}}})
 	for _, kind := range []string{"http", "stdio"} {
 		t.Run(kind, func(t *testing.T) {
 			c := r.connect(t, kind)

@@ -98,9 +98,9 @@ func FuzzFilesPath(f *testing.F) {
 	f.Add("dangling", "written through a symlink", true)
 	h := newFuzzHome(f)
 	cfg := FilesTrait{Home: h.home, MaxReadBytes: 4096, MaxWriteBytes: 4096, MaxEntries: 100}
-	run := map[string]func(context.Context, traitArgs) (traitResult, error){}
-	for _, s := range filesSpecs(&cfg) {
-		run[s.name] = s.run
+	run := map[string]func(context.Context, TraitArgs) (TraitResult, error){}
+	for _, s := range cfg.Tools() {
+		run[s.Name] = s.Run
 	}
 	for _, name := range []string{"read_file", "list_files", "write_file"} {
 		if run[name] == nil {
@@ -110,14 +110,14 @@ func FuzzFilesPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, p, text string, appendTo bool) {
 		defer hang.Guard(p)()
 		ctx := context.Background()
-		if res, err := run["read_file"](ctx, traitArgs{"path": p}); err == nil && strings.Contains(res.text, h.secret) {
+		if res, err := run["read_file"](ctx, TraitArgs{"path": p}); err == nil && strings.Contains(res.Text, h.secret) {
 			t.Fatalf("read_file %q read the file outside home", p)
 		}
-		if res, err := run["list_files"](ctx, traitArgs{"path": p}); err == nil && strings.Contains(res.text, h.marker) {
-			t.Fatalf("list_files %q listed the directory outside home:\n%s", p, res.text)
+		if res, err := run["list_files"](ctx, TraitArgs{"path": p}); err == nil && strings.Contains(res.Text, h.marker) {
+			t.Fatalf("list_files %q listed the directory outside home:\n%s", p, res.Text)
 		}
 		h.checkOutside(t, fmt.Sprintf("reading %q", p))
-		run["write_file"](ctx, traitArgs{"path": p, "text": text, "append": appendTo})
+		run["write_file"](ctx, TraitArgs{"path": p, "text": text, "append": appendTo})
 		h.checkOutside(t, fmt.Sprintf("writing %q", p))
 	})
 }

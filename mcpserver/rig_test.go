@@ -35,7 +35,7 @@ type rigConfig struct {
 	// findTools and traits pass through to Config.
 	findTools  bool
 	deferTools bool
-	traits     Traits
+	traits     []Trait
 }
 
 // rig is one real desktop (its own Xvfb) with the whole MCP stack over it and

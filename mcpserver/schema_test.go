@@ -79,18 +79,18 @@ func sorted(s []string) []string {
 func TestToolsList(t *testing.T) {
 	// A 1920x1200 screen scales to a 1280x800 model space ("auto").
 	home := t.TempDir()
-	allTraits := Traits{Bash: &BashTrait{Dir: home}, Files: &FilesTrait{Home: home}, Clipboard: nopClipboard{}}
+	allTraits := []Trait{BashTrait{Dir: home}, FilesTrait{Home: home}, ClipboardTrait{nopClipboard{}}}
 	traitTools := []string{"bash", "read_file", "write_file", "list_files", "clipboard_get", "clipboard_set"}
 	tests := []struct {
 		modes     []Mode
 		findTools bool
-		traits    Traits
+		traits    []Trait
 		want      []string
 	}{
-		{[]Mode{ModeComputer}, false, Traits{}, []string{"computer"}},
-		{[]Mode{ModeTools}, false, Traits{}, hci.Actions()},
-		{nil, false, Traits{}, append([]string{"computer"}, hci.Actions()...)},
-		{[]Mode{ModeCodeAct}, false, Traits{}, []string{"run_script"}},
+		{[]Mode{ModeComputer}, false, nil, []string{"computer"}},
+		{[]Mode{ModeTools}, false, nil, hci.Actions()},
+		{nil, false, nil, append([]string{"computer"}, hci.Actions()...)},
+		{[]Mode{ModeCodeAct}, false, nil, []string{"run_script"}},
 		{[]Mode{ModeCodeAct}, true, allTraits, []string{"run_script", "find_tools"}},
 		{[]Mode{ModeComputer, ModeCodeAct}, true, allTraits, append([]string{"computer", "run_script", "find_tools"}, traitTools...)},
 	}

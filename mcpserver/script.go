@@ -155,8 +155,8 @@ func (s *Server) scriptTool() Tool {
 		}
 		fmt.Fprintf(&b, "- %s%s: %s\n", signature(sp.name, scriptParams(sp)), ret, sp.desc)
 	}
-	for _, sp := range s.traitSpecs() {
-		fmt.Fprintf(&b, "- %s %s: %s\n", sp.signature(), sp.returns, sp.desc)
+	for _, tt := range s.traitTools {
+		fmt.Fprintf(&b, "- %s %s: %s\n", tt.signature(), tt.Returns, tt.Description)
 	}
 	b.WriteString("- screen_size() -> (w, h): the screen in the pixels coordinates use.\n")
 	b.WriteString("- show(image): attach an image (from screenshot or zoom) to the result.\n")
@@ -324,8 +324,8 @@ func (r *scriptRun) builtins() starlark.StringDict {
 	for _, sp := range actionSpecs() {
 		d[sp.name] = starlark.NewBuiltin(sp.name, r.action(sp, scriptParams(sp)))
 	}
-	for _, sp := range r.s.traitSpecs() {
-		d[sp.name] = starlark.NewBuiltin(sp.name, r.trait(sp))
+	for _, tt := range r.s.traitTools {
+		d[tt.Name] = starlark.NewBuiltin(tt.Name, r.trait(tt))
 	}
 	d["screen_size"] = starlark.NewBuiltin("screen_size", func(_ *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		if err := starlark.UnpackArgs(b.Name(), args, kw); err != nil {
@@ -375,56 +375,79 @@ func (r *scriptRun) action(sp actionSpec, ps []param) func(*starlark.Thread, *st
 				}
 				continue
 			}
-			if p.index >= 0 {
-				n, err := starlark.AsInt32(v)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %s must be an integer pixel, got %s", sig, p.name, v.Type())
+			if p.index < 0 {
+				if fields[p.field], err = scalarValue(sig, p, v); err != nil {
+					return nil, err
 				}
-				pt := points[p.field]
-				for len(pt) <= p.index {
-					pt = append(pt, unset)
-				}
-				pt[p.index] = n
-				points[p.field] = pt
 				continue
 			}
-			// The values become JSON for hci.ParseAction: check here what
-			// JSON would hide (a string of invalid UTF-8 would become
-			// U+FFFD, an Int past 64 bits 0) or cannot carry (NaN, Inf).
-			switch x := v.(type) {
-			case starlark.String:
-				if err := wire.CheckString(string(x)); err != nil {
-					return nil, fmt.Errorf("%s: %s: %w", sig, p.name, err)
-				}
-				fields[p.field] = string(x)
-			case starlark.Int:
-				n, ok := x.Int64()
-				if !ok || n < math.MinInt32 || n > math.MaxInt32 {
-					return nil, fmt.Errorf("%s: %s is %s, out of range", sig, p.name, wire.Prefix(x.String(), 40))
-				}
-				fields[p.field] = n
-			case starlark.Float:
-				f := float64(x)
-				if math.IsNaN(f) || math.IsInf(f, 0) {
-					return nil, fmt.Errorf("%s: %s must be a finite number, got %v", sig, p.name, f)
-				}
-				fields[p.field] = f
-			default:
-				return nil, fmt.Errorf("%s: %s cannot be a %s", sig, p.name, v.Type())
+			if err := setPoint(points, sig, p, v); err != nil {
+				return nil, err
 			}
 		}
-		for f, pt := range points {
-			want := 2
-			if f == fRegion {
-				want = 4
-			}
-			if len(pt) != want || slices.Contains(pt, unset) {
-				return nil, fmt.Errorf("%s: give all %d numbers of %s or none", sig, want, f)
-			}
-			fields[f] = pt
+		if err := putPoints(fields, points, sig); err != nil {
+			return nil, err
 		}
 		return r.do(sp.name, fields)
 	}
+}
+
+// setPoint puts a script's integer in its element of a point or region.
+func setPoint(points map[string][]int, sig string, p param, v starlark.Value) error {
+	n, err := starlark.AsInt32(v)
+	if err != nil {
+		return fmt.Errorf("%s: %s must be an integer pixel, got %s", sig, p.name, v.Type())
+	}
+	pt := points[p.field]
+	for len(pt) <= p.index {
+		pt = append(pt, unset)
+	}
+	pt[p.index] = n
+	points[p.field] = pt
+	return nil
+}
+
+// putPoints puts the points and regions a script gave into fields, once
+// each has all its numbers.
+func putPoints(fields map[string]any, points map[string][]int, sig string) error {
+	for f, pt := range points {
+		want := 2
+		if f == fRegion {
+			want = 4
+		}
+		if len(pt) != want || slices.Contains(pt, unset) {
+			return fmt.Errorf("%s: give all %d numbers of %s or none", sig, want, f)
+		}
+		fields[f] = pt
+	}
+	return nil
+}
+
+// scalarValue is a script's value for a scalar action field, as it goes
+// into JSON for hci.ParseAction. It checks here what JSON would hide (a
+// string of invalid UTF-8 would become U+FFFD, an Int past 64 bits 0) or
+// cannot carry (NaN, Inf).
+func scalarValue(sig string, p param, v starlark.Value) (any, error) {
+	switch x := v.(type) {
+	case starlark.String:
+		if err := wire.CheckString(string(x)); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", sig, p.name, err)
+		}
+		return string(x), nil
+	case starlark.Int:
+		n, ok := x.Int64()
+		if !ok || n < math.MinInt32 || n > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: %s is %s, out of range", sig, p.name, wire.Prefix(x.String(), 40))
+		}
+		return n, nil
+	case starlark.Float:
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return nil, fmt.Errorf("%s: %s must be a finite number, got %v", sig, p.name, f)
+		}
+		return f, nil
+	}
+	return nil, fmt.Errorf("%s: %s cannot be a %s", sig, p.name, v.Type())
 }
 
 // unset marks a point element the script did not give.
@@ -477,52 +500,35 @@ func (r *scriptRun) do(name string, fields map[string]any) (starlark.Value, erro
 // trait is the bound function of a trait tool: arguments by position in the
 // tool's parameter order or by name, checked against the same types as the
 // tool's schema.
-func (r *scriptRun) trait(sp traitSpec) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
-	sig := sp.signature()
-	names := make([]string, len(sp.params))
-	for i, p := range sp.params {
-		names[i] = p.name
+func (r *scriptRun) trait(tt TraitTool) func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error) {
+	sig := tt.signature()
+	names := make([]string, len(tt.Params))
+	for i, p := range tt.Params {
+		names[i] = p.Name
 	}
 	return func(_ *starlark.Thread, _ *starlark.Builtin, args starlark.Tuple, kw []starlark.Tuple) (starlark.Value, error) {
 		vals, err := bindArgs(sig, names, args, kw)
 		if err != nil {
 			return nil, err
 		}
-		a := traitArgs{}
-		for i, p := range sp.params {
+		a := TraitArgs{}
+		for i, p := range tt.Params {
 			v := vals[i]
 			if v == nil || v == starlark.None {
 				continue
 			}
-			switch p.typ {
-			case "string":
-				str, ok := starlark.AsString(v)
-				if !ok {
-					return nil, fmt.Errorf("%s: %s must be a string, got %s", sig, p.name, v.Type())
-				}
-				a[p.name] = str
-			case "integer":
-				n, err := starlark.AsInt32(v)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %s must be an integer, got %s", sig, p.name, v.Type())
-				}
-				a[p.name] = int64(n)
-			case "boolean":
-				b, ok := v.(starlark.Bool)
-				if !ok {
-					return nil, fmt.Errorf("%s: %s must be True or False, got %s", sig, p.name, v.Type())
-				}
-				a[p.name] = bool(b)
+			if a[p.Name], err = p.Type.fromStarlark(v); err != nil {
+				return nil, fmt.Errorf("%s: %s %w", sig, p.Name, err)
 			}
 		}
-		if err := sp.checkRequired(a); err != nil {
+		if err := tt.checkRequired(a); err != nil {
 			return nil, err
 		}
-		res, err := r.s.runTrait(r.ctx, sp, a)
+		res, err := r.s.runTrait(r.ctx, tt, a)
 		if err != nil {
 			return nil, err
 		}
-		return toStarlark(res.value), nil
+		return toStarlark(res.Value), nil
 	}
 }
 

@@ -18,8 +18,14 @@
 // field, a description or a check is written once. find_tools
 // (Config.FindTools) searches that table; with Config.DeferTools only the
 // entry points are listed and the rest run through call_tool, so a host can
-// start from a short list. Traits (Config.Traits) add optional groups beyond the screen: bash,
-// files in the user's home, and the clipboard; each is off unless configured.
+// start from a short list.
+//
+// Traits (Config.Traits) add optional tool groups beyond the screen, each
+// off unless listed: BashTrait, FilesTrait (the user's home) and
+// ClipboardTrait here, or any type with the Trait interface. A trait is a
+// list of TraitTools (parameters, hints, a Run function), and the server
+// makes each both an MCP tool and a run_script function, so a new trait is
+// one type in its own file and nothing else in this package.
 //
 // Every action runs through hci.Executor.Do, as SourceAgent from a tool and
 // SourceScript from a script, so it is published on the hci bus (and
@@ -86,9 +92,11 @@ type Config struct {
 	// out its schema, and run through call_tool, so hosts that only call
 	// listed tools can use them all.
 	DeferTools bool
-	// Traits are optional tool groups (bash, files, clipboard); all off in
-	// the zero value.
-	Traits Traits
+	// Traits are optional tool groups (BashTrait, FilesTrait,
+	// ClipboardTrait, or a caller's own), in tools/list order; none in the
+	// zero value. Two traits of one name, or two tools of one name, are
+	// refused.
+	Traits []Trait
 	// ProgressEvery is how often a call still running tells a client that
 	// asked for progress (a progressToken) that it is (default 5 s).
 	ProgressEvery time.Duration
@@ -101,6 +109,9 @@ type Server struct {
 	capt    *screen.Capturer
 	cfg     Config
 	log     *slog.Logger
+	// traitTools are the configured traits' tools, gathered and checked
+	// once by New.
+	traitTools []TraitTool
 
 	toolsMu sync.RWMutex
 	space   hci.Space // the model space the tools describe
@@ -123,50 +134,21 @@ func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg
 	if exec == nil || shooter == nil || capt == nil {
 		return nil, errors.New("mcpserver: New needs an executor, a shooter and a capturer (one was nil)")
 	}
-	if cfg.Name == "" {
-		cfg.Name = "deskenv"
-	}
-	if cfg.Version == "" {
-		cfg.Version = "dev"
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.ProgressEvery <= 0 {
-		cfg.ProgressEvery = 5 * time.Second
-	}
-	if cfg.MaxTextBytes < 0 {
-		return nil, fmt.Errorf("mcpserver: MaxTextBytes is %d: it must be 0 (hci's cap of %d) or positive", cfg.MaxTextBytes, hci.MaxTextBytes)
-	}
-	if cfg.MaxTextBytes == 0 || cfg.MaxTextBytes > hci.MaxTextBytes {
-		cfg.MaxTextBytes = hci.MaxTextBytes
-	}
-	if cfg.Settle.Quiet < 0 || cfg.Settle.Max < 0 || cfg.Settle.Interval < 0 {
-		return nil, fmt.Errorf("mcpserver: settle durations must not be negative (quiet %s, max %s, interval %s)",
-			cfg.Settle.Quiet, cfg.Settle.Max, cfg.Settle.Interval)
-	}
-	if err := cfg.Traits.check(); err != nil {
-		return nil, err
-	}
-	if cfg.DeferTools && !cfg.FindTools {
-		return nil, errors.New("mcpserver: DeferTools hides tools that only find_tools can reveal: turn FindTools on too")
-	}
-	modes, err := normalizeModes(cfg.Modes)
+	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Modes = modes
-
-	s := &Server{exec: exec, shooter: shooter, capt: capt, cfg: cfg, log: cfg.Logger, space: exec.Space()}
+	traitTools, err := traitTools(cfg.Traits)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{exec: exec, shooter: shooter, capt: capt, cfg: cfg, log: cfg.Logger, space: exec.Space(), traitTools: traitTools}
 	if err := s.space.Check(); err != nil {
 		return nil, fmt.Errorf("mcpserver: the executor's space: %w", err)
 	}
+	// The server's own tools never take OpenEnv's reserved names; traits'
+	// tools were checked for them (traitTools).
 	s.tools = s.buildTools()
-	for _, t := range s.tools {
-		if reservedName(t.Name) {
-			return nil, fmt.Errorf("mcpserver: tool name %q is reserved by OpenEnv", t.Name)
-		}
-	}
 
 	s.mcp = server.NewMCPServer(cfg.Name, cfg.Version,
 		// listChanged: the schemas carry the model space, and change with it
@@ -182,6 +164,42 @@ func New(exec *hci.Executor, shooter *screen.Shooter, capt *screen.Capturer, cfg
 	// answered beside it by plainRPC (Handler, plain.go).
 	s.http = server.NewStreamableHTTPServer(s.mcp, server.WithStreamableHTTPLogger(s.log))
 	return s, nil
+}
+
+// withDefaults fills in the zero fields and refuses settings out of range
+// or at odds with each other.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Name == "" {
+		cfg.Name = "deskenv"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = 5 * time.Second
+	}
+	if cfg.MaxTextBytes < 0 {
+		return cfg, fmt.Errorf("mcpserver: MaxTextBytes is %d: it must be 0 (hci's cap of %d) or positive", cfg.MaxTextBytes, hci.MaxTextBytes)
+	}
+	if cfg.MaxTextBytes == 0 || cfg.MaxTextBytes > hci.MaxTextBytes {
+		cfg.MaxTextBytes = hci.MaxTextBytes
+	}
+	if cfg.Settle.Quiet < 0 || cfg.Settle.Max < 0 || cfg.Settle.Interval < 0 {
+		return cfg, fmt.Errorf("mcpserver: settle durations must not be negative (quiet %s, max %s, interval %s)",
+			cfg.Settle.Quiet, cfg.Settle.Max, cfg.Settle.Interval)
+	}
+	if cfg.DeferTools && !cfg.FindTools {
+		return cfg, errors.New("mcpserver: DeferTools hides tools that only find_tools can reveal: turn FindTools on too")
+	}
+	modes, err := normalizeModes(cfg.Modes)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Modes = modes
+	return cfg, nil
 }
 
 // buildTools defines the tools of the configured modes for s.space.
@@ -203,7 +221,7 @@ func (s *Server) buildTools() []Tool {
 	// In codeact alone the traits are functions of run_script only: the
 	// point of that mode is a short tool list.
 	if listTraits {
-		tools = append(tools, s.traitTools()...)
+		tools = append(tools, s.traitMCPTools()...)
 	}
 	if s.cfg.FindTools {
 		tools = append(tools, s.findToolsTool())

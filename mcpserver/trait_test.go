@@ -30,9 +30,9 @@ func traitRig(t *testing.T, modes []Mode, bash BashTrait) (*rig, string) {
 	home := t.TempDir()
 	bash.Dir = home
 	bash.Env = append(r.d.Env(), "HOME="+home)
-	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: modes, Traits: Traits{
-		Bash:  &bash,
-		Files: &FilesTrait{Home: home, MaxReadBytes: 1 << 20},
+	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: modes, Traits: []Trait{
+		bash,
+		FilesTrait{Home: home, MaxReadBytes: 1 << 20},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -341,14 +341,14 @@ func TestTraitConfigErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		traits Traits
+		traits []Trait
 		want   string
 	}{
-		{"relative home", Traits{Files: &FilesTrait{Home: "home"}}, "must be an absolute path"},
-		{"missing home", Traits{Files: &FilesTrait{Home: "/nonexistent/home"}}, "no such file"},
-		{"home is a file", Traits{Files: &FilesTrait{Home: file}}, "is not a directory"},
-		{"no shell", Traits{Bash: &BashTrait{Shell: "/nonexistent/sh"}}, "the bash trait's shell"},
-		{"bad dir", Traits{Bash: &BashTrait{Dir: file}}, "is not a directory"},
+		{"relative home", []Trait{FilesTrait{Home: "home"}}, "must be an absolute path"},
+		{"missing home", []Trait{FilesTrait{Home: "/nonexistent/home"}}, "no such file"},
+		{"home is a file", []Trait{FilesTrait{Home: file}}, "is not a directory"},
+		{"no shell", []Trait{BashTrait{Shell: "/nonexistent/sh"}}, "the bash trait's shell"},
+		{"bad dir", []Trait{BashTrait{Dir: file}}, "is not a directory"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,7 +411,7 @@ func TestClipboardTrait(t *testing.T) {
 	}
 	t.Cleanup(func() { owner.Close() })
 	srv, err := New(r.exec, r.shoot, r.capt, Config{Modes: []Mode{ModeTools, ModeCodeAct},
-		Traits: Traits{Clipboard: xselClipboard{r.d.Name(), owner}}})
+		Traits: []Trait{ClipboardTrait{xselClipboard{r.d.Name(), owner}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
