@@ -216,7 +216,7 @@ func (p *Pool) claim(ctx context.Context, req leaseRequest) (*lease, *warmth, er
 		if err == nil {
 			return l, w, nil
 		}
-		p.discard(l.Desktop, w, err)
+		p.discard(l.Desktop, w, l.ID, err)
 	}
 }
 
@@ -242,14 +242,20 @@ func (p *Pool) checkWarm(ctx context.Context, idx int, w *warmth) error {
 	return nil
 }
 
-// discard gives a warm desktop that failed its check (held by the caller,
-// or still warm: the watch) back to the refiller, to be reset again.
-func (p *Pool) discard(idx int, w *warmth, why error) {
+// discard gives a warm desktop that failed its check back to the refiller,
+// to be reset again: one reserved for lease id, or (id "") one still warm
+// as w, which the watch checked. One that has moved on meanwhile (leased,
+// warmed again) is left alone.
+func (p *Pool) discard(idx int, w *warmth, id string, why error) {
 	p.mu.Lock()
 	s := p.slots[idx]
-	if s.state == slotWarm && s.warm != w {
+	ours := s.state == slotWarm && s.warm == w
+	if id != "" {
+		ours = s.state == slotLeased && s.lease == id
+	}
+	if !ours {
 		p.mu.Unlock()
-		return // warmed again meanwhile
+		return
 	}
 	p.setLocked(idx, slot{state: slotDirty})
 	p.mu.Unlock()
@@ -389,7 +395,7 @@ func (p *Pool) watchWarm(ctx context.Context) {
 	p.mu.Unlock()
 	for _, d := range warm {
 		if err := p.checkWarm(ctx, d.idx, d.w); err != nil && ctx.Err() == nil {
-			p.discard(d.idx, d.w, err)
+			p.discard(d.idx, d.w, "", err)
 		}
 	}
 }

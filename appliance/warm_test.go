@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,4 +251,232 @@ func get(t testing.TB, url, token string) string {
 		t.Fatalf("GET %s: %s %s", url, resp.Status, b)
 	}
 	return string(b)
+}
+
+// TestWarmConfig: --warm and --warm-task that cannot work are refused
+// with the flag named, before anything starts.
+func TestWarmConfig(t *testing.T) {
+	tests := []struct {
+		name     string
+		desktops int
+		warm     int
+		task     string
+		mode     string
+		wantErr  string
+	}{
+		{"off", 1, 0, "", "sim", ""},
+		{"some of the pool", 4, 2, "", "sim", ""},
+		{"all of the pool, into a task", 4, 4, "hello", "sim", ""},
+		{"negative", 4, -1, "", "sim", "--warm -1: must be 0"},
+		{"more than the pool", 4, 5, "", "sim", "--warm 5 with --desktops 4"},
+		{"no pool", 1, 1, "", "sim", "add --desktops 2 or more"},
+		{"prod mode", 4, 2, "", "prod", "only --mode sim"},
+		{"a task but no warm desktops", 4, 0, "hello", "sim", "--warm-task \"hello\" without --warm"},
+	}
+	for _, tc := range tests {
+		cfg := DefaultConfig()
+		cfg.Desktops, cfg.Warm, cfg.WarmTask, cfg.Mode = tc.desktops, tc.warm, tc.task, tc.mode
+		err := cfg.Validate()
+		if tc.wantErr == "" && err != nil {
+			t.Errorf("%s: %v, want no error", tc.name, err)
+		}
+		if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%s: %v, want an error mentioning %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// TestWarmTaskUnknown: a --warm-task that names no loaded task stops the
+// pool before any desktop starts, naming the tasks there are.
+func TestWarmTaskUnknown(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "warm-term.json"), []byte(warmTaskJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ tasks, wantErr string }{
+		{dir, `--warm-task "nope": no such task among --tasks ` + dir + ` (known: [warm-term])`},
+		{"", `--warm-task "nope": no tasks are loaded`},
+	}
+	for _, tc := range tests {
+		cfg := DefaultConfig()
+		cfg.Desktops, cfg.Warm, cfg.WarmTask, cfg.Tasks = 2, 1, "nope", tc.tasks
+		cfg.OperatorToken = testOperator
+		p, err := NewPool(context.Background(), cfg, testrig.Logger(t))
+		if err == nil {
+			p.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("tasks %q: %v, want %q", tc.tasks, err, tc.wantErr)
+		}
+	}
+}
+
+// TestWarmLeaseOnce: many lessees at once, leasing and releasing over and
+// over while the refiller resets released desktops in the background, never
+// hold the same desktop at the same time; a burst of lease requests on a
+// full pool of warm desktops grants each desktop once. Run with -race.
+func TestWarmLeaseOnce(t *testing.T) {
+	const n = 3
+	_, base := startWarmPool(t, n, n, "")
+	waitWarm(t, base, n)
+
+	// A burst: 4n requests at once for n desktops.
+	var mu sync.Mutex
+	granted := map[int]string{}
+	var refused int
+	var wg sync.WaitGroup
+	for range 4 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var l warmLease
+			code := doJSON(t, "POST", base+"/leases", testOperator, nil, &l)
+			mu.Lock()
+			defer mu.Unlock()
+			switch code {
+			case http.StatusCreated:
+				if other, ok := granted[l.Desktop]; ok {
+					t.Errorf("desktop %d leased twice: %s and %s", l.Desktop, other, l.ID)
+				}
+				granted[l.Desktop] = l.ID
+			case http.StatusServiceUnavailable:
+				refused++
+			default:
+				t.Errorf("lease: status %d", code)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(granted) != n || refused != 3*n {
+		t.Fatalf("a burst of %d requests on %d warm desktops: %d granted, %d refused", 4*n, n, len(granted), refused)
+	}
+	for _, id := range granted {
+		if code := doJSON(t, "DELETE", base+"/leases/"+id, testOperator, nil, nil); code != http.StatusNoContent {
+			t.Fatalf("release %s: %d", id, code)
+		}
+	}
+
+	// Churn: 2n lessees, each leasing and releasing in a loop; a desktop
+	// must never be held by two of them.
+	held := map[int]string{}
+	var warmLeases, coldLeases int
+	for w := range 2 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 4 {
+				var l warmLease
+				code := doJSON(t, "POST", base+"/leases", testOperator, nil, &l)
+				if code == http.StatusServiceUnavailable {
+					continue // all held by the others right now
+				}
+				if code != http.StatusCreated {
+					t.Errorf("lessee %d: lease: %d", w, code)
+					return
+				}
+				mu.Lock()
+				if other, ok := held[l.Desktop]; ok {
+					t.Errorf("desktop %d handed to lease %s while lease %s holds it", l.Desktop, l.ID, other)
+				}
+				held[l.Desktop] = l.ID
+				if l.Warm {
+					warmLeases++
+				} else {
+					coldLeases++
+				}
+				mu.Unlock()
+				time.Sleep(10 * time.Millisecond) // hold it a moment
+				mu.Lock()
+				delete(held, l.Desktop)
+				mu.Unlock()
+				if code := doJSON(t, "DELETE", base+"/leases/"+l.ID, testOperator, nil, nil); code != http.StatusNoContent {
+					t.Errorf("lessee %d: release %s: %d", w, l.ID, code)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("churn: %d warm leases, %d cold", warmLeases, coldLeases)
+	if warmLeases == 0 {
+		t.Errorf("no lease of the churn was warm")
+	}
+	waitWarm(t, base, n)
+}
+
+// TestWarmDeadDesktop: a warm desktop whose X server is killed while it
+// waits, or whose episode an operator replaced, is not handed out: it is
+// reset again and the lease gets a desktop that is what it says.
+func TestWarmDeadDesktop(t *testing.T) {
+	p, base := startWarmPool(t, 2, 2, "warm-term")
+	waitWarm(t, base, 2)
+	stale := map[string]bool{}
+	for _, a := range p.apps {
+		stale[a.control.Current().ID] = true
+	}
+	// Desktop 0's X server dies; desktop 1's episode is replaced by an
+	// operator's reset through the desktop's own control plane.
+	gen := p.apps[0].display.Generation()
+	if err := syscall.Kill(p.apps[0].display.ServerPID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The display brings its server back (a fresh session, without the
+	// task's window): the desktop is healthy again, but not warm.
+	testrig.WaitWithin(t, time.Minute, "desktop 0's X server restarted", func() bool {
+		_, err := p.apps[0].control.Health(context.Background())
+		return p.apps[0].display.Generation() != gen && err == nil
+	})
+	var ep struct {
+		ID string `json:"episode_id"`
+	}
+	if code := doJSON(t, "POST", base+"/d/1/api/reset", testOperator, map[string]any{}, &ep); code != http.StatusOK {
+		t.Fatalf("reset desktop 1 behind the pool's back: %d", code)
+	}
+	stale[ep.ID] = true
+
+	for i := range 2 {
+		var l warmLease
+		if code := doJSON(t, "POST", base+"/leases", testOperator, map[string]any{"task_id": "warm-term"}, &l); code != http.StatusCreated {
+			t.Fatalf("lease %d: %d", i, code)
+		}
+		if stale[l.Episode.ID] {
+			t.Errorf("lease %d handed out desktop %d's stale episode %s (warm %v)", i, l.Desktop, l.Episode.ID, l.Warm)
+		}
+		a := p.apps[l.Desktop]
+		if cur := a.control.Current(); cur == nil || cur.ID != l.Episode.ID || cur.TaskID != "warm-term" {
+			t.Errorf("lease %d: desktop %d runs %+v, the lease says %s", i, l.Desktop, cur, l.Episode.ID)
+		}
+		if _, err := a.control.Health(testrig.Context(t, 5*time.Second)); err != nil {
+			t.Errorf("lease %d: desktop %d is unhealthy: %v", i, l.Desktop, err)
+		}
+		if titles := windowTitles(t, p, l.Desktop); !contains(titles, "warm-"+l.Episode.ID) {
+			t.Errorf("lease %d: desktop %d's windows %q lack the task's warm-%s", i, l.Desktop, titles, l.Episode.ID)
+		}
+	}
+	if m := get(t, base+"/metrics", testOperator); !strings.Contains(m, "deskenv_pool_warm_discarded_total 2") {
+		t.Errorf("/metrics does not count the two discarded warm desktops:\n%s", m)
+	}
+}
+
+// TestWarmClose: Close stops the refiller and waits for the resets it
+// runs, leaving none of its goroutines behind.
+func TestWarmClose(t *testing.T) {
+	p, base := startWarmPool(t, 2, 2, "warm-term")
+	waitWarm(t, base, 2)
+	var l warmLease
+	if code := doJSON(t, "POST", base+"/leases", testOperator, map[string]any{"task_id": "warm-term"}, &l); code != http.StatusCreated {
+		t.Fatalf("lease: %d", code)
+	}
+	// Released: a reset into the task starts in the background, and the
+	// pool closes under it.
+	if code := doJSON(t, "DELETE", base+"/leases/"+l.ID, testOperator, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("release: %d", code)
+	}
+	p.Close()
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	for _, fn := range []string{"(*Pool).refiller", "(*Pool).refill("} {
+		if strings.Contains(stacks, fn) {
+			t.Errorf("after Close a goroutine still runs %s:\n%s", fn, stacks)
+		}
+	}
 }
