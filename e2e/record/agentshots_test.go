@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/screen"
@@ -33,12 +33,8 @@ import (
 func TestAgentStepsKeepReturnedScreenshots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	d, err := display.Start(ctx, display.Config{Width: 800, Height: 600, WindowManager: []string{},
+	d := testrig.Display(t, display.Config{Width: 800, Height: 600, WindowManager: []string{},
 		Apps: [][]string{{"xterm", "-geometry", "80x24+0+0", "-T", "deskenv terminal"}}, Home: sessionHome(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
 	space, err := hci.NewSpace(800, 600, "off")
 	if err != nil {
 		t.Fatal(err)
@@ -60,9 +56,7 @@ func TestAgentStepsKeepReturnedScreenshots(t *testing.T) {
 	}
 	door := auth.NewDoor(nil, auth.Limits{})
 	srv.Register(door)
-	hs := httptest.NewServer(door)
-	t.Cleanup(hs.Close)
-	tr, err := transport.NewStreamableHTTP(hs.URL + "/mcp")
+	tr, err := transport.NewStreamableHTTP(testrig.Serve(t, door) + "/mcp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/screen"
@@ -112,11 +113,7 @@ func readWithDuckDB(t *testing.T, file string) duck {
 func TestParquetReadByDuckDB(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d, err := display.Start(ctx, display.Config{Width: 1920, Height: 1200, WindowManager: []string{}, Apps: [][]string{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := testrig.Display(t, display.Config{Width: 1920, Height: 1200})
 	ex, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,11 +124,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer capt.Close()
-	probe, err := xprobe.Open(d.Name(), xprobe.Options{Background: 0x336699})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer probe.Close()
+	probe := testrig.Probe(t, d, xprobe.Options{Background: 0x336699})
 	sp := ex.Space()
 	shooter := screen.NewShooter(capt, screen.ShooterOptions{ModelW: sp.ModelW, ModelH: sp.ModelH})
 	dir := t.TempDir()
@@ -260,7 +253,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	cx, cy := windowCentre(ctx, t, st.d, "deskenv terminal")
 
 	d := startDriver(ctx, t)
-	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.srv.URL + "/"}, nil)
+	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.base + "/"}, nil)
 	waitFor(ctx, t, d, "a", `deskenv.state === 'connected' && deskenv.video.videoWidth > 0`, "the page never showed video")
 	var can bool
 	do(ctx, t, d, "eval", map[string]any{"page": "a", "expr": `deskenv.canAct`}, &can)
@@ -274,16 +267,10 @@ func TestBrowserDemoReplays(t *testing.T) {
 	do(ctx, t, d, "type", map[string]any{"page": "a", "text": cmdline}, nil)
 	do(ctx, t, d, "press", map[string]any{"page": "a", "key": "Enter"}, nil)
 	// The shell writes the file; then the operator ends the episode.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(home, "hello.txt")); err == nil && string(b) == "hello world\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the demo did not make ~/hello.txt")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testrig.WaitFor(t, "the demo to make ~/hello.txt", func() bool {
+		b, err := os.ReadFile(filepath.Join(home, "hello.txt"))
+		return err == nil && string(b) == "hello world\n"
+	})
 	time.Sleep(500 * time.Millisecond)
 	ended, err := st.ctl.End(ctx, ep.ID)
 	if err != nil {
@@ -293,11 +280,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 		t.Fatalf("the demo scored %v, want 1: %+v", ended.Reward, ended.Reasons)
 	}
 	// The recorder hears the end on the lifecycle bus and stops.
-	for deadline := time.Now().Add(30 * time.Second); rec.Status().Recording; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the recording did not stop when its episode ended")
-		}
-	}
+	testrig.WaitWithin(t, 30*time.Second, "the recording to stop when its episode ended", func() bool { return !rec.Status().Recording })
 
 	got, err := record.Open(recEp.Dir())
 	if err != nil {

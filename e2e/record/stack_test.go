@@ -3,7 +3,6 @@ package record_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/e2e/browser"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/stream"
@@ -27,17 +27,14 @@ type stack struct {
 	capt    *screen.Capturer
 	shooter *screen.Shooter
 	ctl     *control.Control
-	srv     *httptest.Server
+	base    string         // the test server's URL
 	lc      *lifecycle.Bus // where the control plane and the recorder meet
 }
 
 func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Task) *stack {
 	t.Helper()
-	d, err := display.Start(ctx, display.Config{Home: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	testrig.NeedTools(t, "openbox", "xterm")
+	d := testrig.Display(t, display.Config{Home: home, WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}}})
 	ex, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -67,9 +64,7 @@ func startStack(ctx context.Context, t *testing.T, home string, tasks []*task.Ta
 		return stream.RoleOperator, false, nil
 	}))
 	mux.Handle("/", web.Handler())
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return &stack{d: d, exec: ex, capt: capt, shooter: shooter, ctl: ctl, srv: srv, lc: lc}
+	return &stack{d: d, exec: ex, capt: capt, shooter: shooter, ctl: ctl, base: testrig.Serve(t, mux), lc: lc}
 }
 
 func startDriver(ctx context.Context, t *testing.T) *browser.Driver {

@@ -2,6 +2,7 @@ package record_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/record"
 	"github.com/deskenv/deskenv/task"
 )
@@ -46,7 +48,7 @@ func TestBrowserDemoThroughAStall(t *testing.T) {
 	cx, cy := windowCentre(ctx, t, st.d, "deskenv terminal")
 
 	d := startDriver(ctx, t)
-	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.srv.URL + "/"}, nil)
+	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.base + "/"}, nil)
 	waitFor(ctx, t, d, "a", `deskenv.state === 'connected' && deskenv.video.videoWidth > 0`, "the page never showed video")
 	var can bool
 	do(ctx, t, d, "eval", map[string]any{"page": "a", "expr": `deskenv.canAct`}, &can)
@@ -78,17 +80,10 @@ func TestBrowserDemoThroughAStall(t *testing.T) {
 	resume()
 	do(ctx, t, d, "press", map[string]any{"page": "a", "key": "Enter"}, nil)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(filepath.Join(home, "hello.txt")); err == nil && string(b) == "hello world\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(filepath.Join(home, "hello.txt"))
-			t.Fatalf("the demo did not make ~/hello.txt holding \"hello world\\n\" (it holds %q)", b)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testrig.WaitState(t, 30*time.Second, `the demo to make ~/hello.txt holding "hello world\n"`, func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(home, "hello.txt"))
+		return err == nil && string(b) == "hello world\n", fmt.Sprintf("it holds %q", b)
+	})
 	time.Sleep(500 * time.Millisecond)
 	ended, err := st.ctl.End(ctx, ep.ID)
 	if err != nil {
@@ -97,11 +92,7 @@ func TestBrowserDemoThroughAStall(t *testing.T) {
 	if ended.Reward == nil || *ended.Reward != 1 {
 		t.Errorf("the demo scored %v, want 1: %+v", ended.Reward, ended.Reasons)
 	}
-	for deadline := time.Now().Add(30 * time.Second); rec.Status().Recording; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the recording did not stop when its episode ended")
-		}
-	}
+	testrig.WaitWithin(t, 30*time.Second, "the recording to stop when its episode ended", func() bool { return !rec.Status().Recording })
 	got, err := record.Open(recEp.Dir())
 	if err != nil {
 		t.Fatal(err)
