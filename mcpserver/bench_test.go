@@ -9,7 +9,6 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +20,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/screen"
 )
@@ -36,11 +36,7 @@ import (
 // benchDesk is the shared content: a window manager and text-filled xterms.
 func benchDesk(b *testing.B) *rig {
 	b.Helper()
-	for _, tool := range []string{"openbox", "xterm", "scrot", "convert", "xdotool"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Fatalf("%s is required for the benchmarks (run scripts/install-deps.sh): %v", tool, err)
-		}
-	}
+	testrig.NeedTools(b, "openbox", "xterm", "scrot", "convert", "xdotool")
 	r := newRig(b, rigConfig{
 		w: 1280, h: 800, model: "auto", noProbe: true,
 		wm: []string{"openbox"},
@@ -52,8 +48,7 @@ func benchDesk(b *testing.B) *rig {
 		settle: screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second},
 	})
 	// Let the session draw before anything is measured.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testrig.Context(b, 10*time.Second)
 	if _, _, err := r.capt.Settle(ctx, screen.SettleOptions{Quiet: 500 * time.Millisecond, Max: 5 * time.Second}); err != nil {
 		b.Fatal(err)
 	}
@@ -146,11 +141,7 @@ func BenchmarkScreenshot(b *testing.B) {
 	})
 	// A small window repainted between shots, outside the timing, so every
 	// shot is captured, scaled and encoded afresh.
-	p, err := xprobe.Open(r.d.Name(), xprobe.Options{X: 1200, Y: 720, Width: 60, Height: 60})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
+	p := testrig.Probe(b, r.d, xprobe.Options{X: 1200, Y: 720, Width: 60, Height: 60})
 	colour := 0
 	repaint := func(b *testing.B) {
 		b.StopTimer()
@@ -338,9 +329,7 @@ type leanClient struct {
 
 func newLeanClient(b *testing.B, r *rig) *leanClient {
 	b.Helper()
-	ts := httptest.NewServer(r.srv.Handler())
-	b.Cleanup(ts.Close)
-	lc := &leanClient{url: ts.URL + "/mcp", hc: ts.Client()}
+	lc := &leanClient{url: testrig.Serve(b, r.srv.Handler()) + "/mcp", hc: &http.Client{}}
 	resp, err := lc.post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"lean","version":"1"}}}`)
 	if err != nil {
 		b.Fatal(err)

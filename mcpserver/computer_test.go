@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -223,8 +224,7 @@ func TestActions(t *testing.T) {
 
 func runCase(t *testing.T, r *rig, c *client.Client, tc actionCase) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testrig.Context(t, 10*time.Second)
 	if err := r.probe.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -119,13 +120,9 @@ func (r *rig) doors(t *testing.T) (withToken, local string) {
 	}
 	d := auth.NewDoor(a, auth.Limits{})
 	r.srv.Register(d)
-	ts := httptest.NewServer(d)
-	t.Cleanup(ts.Close)
 	ld := auth.NewDoor(nil, auth.Limits{})
 	r.srv.Register(ld)
-	ls := httptest.NewServer(ld)
-	t.Cleanup(ls.Close)
-	return ts.URL + "/mcp", ls.URL + "/mcp"
+	return testrig.Serve(t, d) + "/mcp", testrig.Serve(t, ld) + "/mcp"
 }
 
 // TestOpenEnvValidatorMCPEndpoint replays the mcp_endpoint check of
@@ -202,8 +199,7 @@ func TestOpenEnvProductionMode(t *testing.T) {
 		t.Errorf("tools/call screenshot: image %dx%d, want 1280x800", w, h)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := testrig.Context(t, 10*time.Second)
 	if err := r.probe.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}

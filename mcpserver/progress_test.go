@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,9 +40,7 @@ func TestProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	tr, err := transport.NewStreamableHTTP(hs.URL + "/mcp")
+	tr, err := transport.NewStreamableHTTP(testrig.Serve(t, srv.Handler()) + "/mcp")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"image/png"
 	"io"
-	"net/http/httptest"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 	"github.com/deskenv/deskenv/screen"
 )
@@ -52,10 +51,9 @@ type rig struct {
 
 func newRig(t testing.TB, cfg rigConfig) *rig {
 	t.Helper()
-	if _, err := exec.LookPath("Xvfb"); err != nil {
-		t.Fatalf("Xvfb is required for these tests (run scripts/install-deps.sh): %v", err)
-	}
-	ctx := context.Background()
+	testrig.NeedTools(t)
+	// Empty rather than nil: a rig that names a window manager but no apps
+	// gets no apps, not the appliance's session.
 	wm, apps := cfg.wm, cfg.apps
 	if wm == nil {
 		wm = []string{}
@@ -63,11 +61,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	if apps == nil {
 		apps = [][]string{}
 	}
-	d, err := display.Start(ctx, display.Config{Width: cfg.w, Height: cfg.h, WindowManager: wm, Apps: apps})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := testrig.Display(t, display.Config{Width: cfg.w, Height: cfg.h, WindowManager: wm, Apps: apps})
 	sw, sh := d.Size()
 	space, err := hci.NewSpace(sw, sh, cfg.model)
 	if err != nil {
@@ -94,11 +88,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	}
 	r := &rig{d: d, exec: ex, capt: capt, shoot: shoot, srv: srv, space: space}
 	if !cfg.noProbe {
-		r.probe, err = xprobe.Open(d.Name(), xprobe.Options{Background: 0x336699})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.probe.Close)
+		r.probe = testrig.Probe(t, d, xprobe.Options{Background: 0x336699})
 	}
 	return r
 }
@@ -115,8 +105,7 @@ func (r *rig) connect(t testing.TB, kind string) *client.Client {
 	var c *client.Client
 	switch kind {
 	case "http", "http-legacy":
-		ts := httptest.NewServer(r.srv.Handler())
-		t.Cleanup(ts.Close)
+		url := testrig.Serve(t, r.srv.Handler())
 		var opts []client.ClientOption
 		if kind == "http-legacy" {
 			// The legacy handshake is deprecated, and still what many
@@ -124,7 +113,7 @@ func (r *rig) connect(t testing.TB, kind string) *client.Client {
 			//lint:ignore SA1019 testing the protocol older clients speak
 			opts = append(opts, client.WithLegacyProtocolOnly())
 		}
-		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		tr, err := transport.NewStreamableHTTP(url + "/mcp")
 		if err != nil {
 			t.Fatal(err)
 		}

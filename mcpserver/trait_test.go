@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xsel"
 )
 
@@ -470,8 +470,7 @@ func TestInstructions(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: tc.modes, findTools: tc.findTools, noProbe: true})
-		ts := httptest.NewServer(r.srv.Handler())
-		tr, err := transport.NewStreamableHTTP(ts.URL + "/mcp")
+		tr, err := transport.NewStreamableHTTP(testrig.Serve(t, r.srv.Handler()) + "/mcp")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +482,6 @@ func TestInstructions(t *testing.T) {
 		init.Params.ClientInfo = mcp.Implementation{Name: "instructions", Version: "1"}
 		res, err := c.Initialize(t.Context(), init)
 		c.Close()
-		ts.Close()
 		if err != nil {
 			t.Fatal(err)
 		}

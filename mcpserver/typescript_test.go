@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"context"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -22,27 +21,18 @@ func TestTypeScriptSDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("node is required for the TypeScript SDK test (run scripts/install-deps.sh): %v", err)
-	}
+	testrig.NeedTools(t, "node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
 		t.Fatalf("the TypeScript SDK is not installed: run `npm ci` in e2e/mcp-ts (make test does it): %v", err)
 	}
 
 	r := newRig(t, rigConfig{w: 1920, h: 1200, model: "auto"})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", r.srv.Handler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	t.Cleanup(func() { hs.Close() })
+	base := testrig.Serve(t, mux)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	url := "http://" + ln.Addr().String() + "/mcp"
+	ctx := testrig.Context(t, 60*time.Second)
+	url := base + "/mcp"
 	cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "check.mjs"), url, "1280x800", "640,400")
 	cmd.Dir = dir
 	out, err := cmd.Output()
