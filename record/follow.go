@@ -79,14 +79,6 @@ func (cp *controlPlane) tie(info EpisodeInfo) (EpisodeInfo, error) {
 	return info, nil
 }
 
-// tieable says whether id is the running episode (for tests that wait
-// for the bus).
-func (cp *controlPlane) tieable(id string) bool {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	return cp.running != nil && cp.running.ID == id
-}
-
 func (cp *controlPlane) started(ep lifecycle.Episode) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
@@ -145,15 +137,66 @@ func (cp *controlPlane) failed(id, msg string) {
 // follow reads the lifecycle bus until it closes or the recorder closes.
 func (r *Recorder) follow(ch <-chan lifecycle.Event) {
 	defer close(r.followDone)
-	for ev := range ch {
-		switch ev.Kind {
-		case lifecycle.EpisodeStarted:
-			r.cp.started(ev.Episode)
-		case lifecycle.EpisodeEnded:
-			r.episodeEnded(ev)
-		case lifecycle.EndFailed:
-			r.cp.failed(ev.Episode.ID, ev.Err)
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			r.handle(ev)
+		case done := <-r.catchUp:
+			// Everything published before the request is in ch's buffer
+			// (publishing never blocks): handle it, in order, then answer.
+			for drained := false; !drained; {
+				select {
+				case ev, ok := <-ch:
+					if !ok {
+						close(done)
+						return
+					}
+					r.handle(ev)
+				default:
+					drained = true
+				}
+			}
+			close(done)
 		}
+	}
+}
+
+func (r *Recorder) handle(ev lifecycle.Event) {
+	switch ev.Kind {
+	case lifecycle.EpisodeStarted:
+		r.cp.started(ev.Episode)
+	case lifecycle.EpisodeEnded:
+		r.episodeEnded(ev)
+	case lifecycle.EndFailed:
+		r.cp.failed(ev.Episode.ID, ev.Err)
+	}
+}
+
+// caughtUp returns once the recorder has handled every lifecycle event
+// published before the call. The bus delivers on its own time, so without
+// it a client that resets and at once starts recording (POST /api/reset,
+// then POST /api/recording/start) could be recorded before the recorder
+// learned of the episode: without its task, and never stopped by its end.
+func (r *Recorder) caughtUp(ctx context.Context) error {
+	if r.opt.Lifecycle == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case r.catchUp <- done:
+	case <-r.followDone:
+		return nil // the bus or the recorder closed: nothing more will come
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the control plane's news: %w", ctx.Err())
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the control plane's news: %w", ctx.Err())
 	}
 }
 

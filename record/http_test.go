@@ -2,6 +2,7 @@ package record
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
 )
 
@@ -20,7 +20,7 @@ func TestHTTP(t *testing.T) {
 	plane := fakePlane(t, lc, 0.5)
 	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Lifecycle: lc})
 	lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeStarted, Episode: lifecycle.Episode{ID: "ep-7", TaskID: "hello-file", Instruction: "make hello.txt"}})
-	testrig.WaitFor(t, "the recorder to learn that ep-7 started", func() bool { return rec.cp.tieable("ep-7") })
+	// No wait for the bus: starting a recording catches up with it first.
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
 	call := func(method, path, body string, hdr ...string) (int, map[string]any) {
@@ -137,7 +137,6 @@ func TestStopOverridesTheChecker(t *testing.T) {
 	fakePlane(t, lc, 0)
 	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Lifecycle: lc})
 	lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeStarted, Episode: lifecycle.Episode{ID: "ep-1", TaskID: "t"}})
-	testrig.WaitFor(t, "the recorder to learn that ep-1 started", func() bool { return rec.cp.tieable("ep-1") })
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
 	post := func(path, body string) (int, string) {
@@ -171,5 +170,40 @@ func TestStopOverridesTheChecker(t *testing.T) {
 	}
 	if !rec.Status().Recording {
 		t.Error("a refused stop stopped the recording")
+	}
+}
+
+// TestStartCatchesUpWithTheBus: a recording started the moment after the
+// control plane published its episode (POST /api/reset, then at once POST
+// /api/recording/start) records that episode with its task, and the
+// episode's end stops it, however late the bus delivers.
+func TestStartCatchesUpWithTheBus(t *testing.T) {
+	r := newRig(t, 320, 240, "")
+	lc := lifecycle.NewBus()
+	t.Cleanup(func() { lc.Close() })
+	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Lifecycle: lc})
+	ctx := t.Context()
+	for i := range 50 {
+		id, taskID := fmt.Sprintf("ep-%d", i), fmt.Sprintf("task-%d", i)
+		lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeStarted, Episode: lifecycle.Episode{ID: id, TaskID: taskID}})
+		ep, err := rec.Start(ctx, EpisodeInfo{})
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		if ep.ID() != id {
+			t.Fatalf("the recording started after %s began is %s", id, ep.ID())
+		}
+		if st := rec.Status(); st.Episode == nil || st.Episode.TaskID != taskID {
+			t.Fatalf("recording %s: status %+v, want task %s", id, st.Episode, taskID)
+		}
+		lc.Publish(lifecycle.Event{Kind: lifecycle.EpisodeEnded, Episode: lifecycle.Episode{ID: id, TaskID: taskID},
+			Outcome: &lifecycle.Outcome{Done: true}})
+	}
+	// The last end is handled before the next start, as every other was.
+	if err := rec.caughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Status(); st.Recording {
+		t.Fatalf("still recording %+v after its episode ended", st.Episode)
 	}
 }

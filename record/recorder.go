@@ -130,6 +130,9 @@ type Recorder struct {
 	cp         *controlPlane
 	unfollow   func()
 	followDone chan struct{}
+	// catchUp asks the follower to handle every lifecycle event already
+	// published before it answers (by closing the channel it was sent).
+	catchUp chan chan struct{}
 }
 
 // New returns a recorder writing episodes under dir (created if needed).
@@ -147,7 +150,7 @@ func New(dir string, exec *hci.Executor, shooter *screen.Shooter, capt *screen.C
 	}
 	r := &Recorder{dir: dir, exec: exec, shooter: shooter, capt: capt, opt: opt, log: opt.Logger.With("component", "record")}
 	r.metrics = newMetrics(r)
-	r.cp, r.unfollow, r.followDone = newControlPlane(), func() {}, make(chan struct{})
+	r.cp, r.unfollow, r.followDone, r.catchUp = newControlPlane(), func() {}, make(chan struct{}), make(chan chan struct{})
 	if opt.Lifecycle != nil {
 		var ch <-chan lifecycle.Event
 		ch, r.unfollow = opt.Lifecycle.Subscribe(256)
@@ -244,6 +247,9 @@ func (ep *Episode) Dir() string { return ep.dir }
 
 // Start begins recording an episode.
 func (r *Recorder) Start(ctx context.Context, info EpisodeInfo) (*Episode, error) {
+	if err := r.caughtUp(ctx); err != nil {
+		return nil, err
+	}
 	ep, err := r.start(ctx, info)
 	if err == nil {
 		r.notify()
