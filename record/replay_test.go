@@ -55,7 +55,12 @@ func TestReplay(t *testing.T) {
 	r := newRig(t, 1024, 768, "")
 	r.probe.Close()
 	stop := xterm(t, r)
-	rec := r.recorder(t, t.TempDir(), Options{FPS: -1})
+	// xterm answers a key in a few milliseconds, but on a loaded machine
+	// (make test runs packages side by side) it can take longer than the
+	// default 80 ms quiet, and an observation of the screen before the
+	// Return is not what this test is about: wait as xterm() does.
+	settle := screen.SettleOptions{Quiet: 300 * time.Millisecond, Max: 3 * time.Second, Interval: 20 * time.Millisecond}
+	rec := r.recorder(t, t.TempDir(), Options{FPS: -1, Settle: settle})
 	ep, err := rec.Start(ctx, EpisodeInfo{ID: "demo"})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +115,7 @@ func TestReplay(t *testing.T) {
 			r.exec.MoveTo(ctx, 100, 60, hci.SourceScript)
 			tc.prepare()
 			var seen []StepResult
-			rep, err := Replay(ctx, got, r.exec, r.shooter, r.capt, ReplayOptions{OutDir: t.TempDir(), OnStep: func(s StepResult) { seen = append(seen, s) }})
+			rep, err := Replay(ctx, got, r.exec, r.shooter, r.capt, ReplayOptions{OutDir: t.TempDir(), Settle: settle, OnStep: func(s StepResult) { seen = append(seen, s) }})
 			if err != nil {
 				t.Fatal(err)
 			}
