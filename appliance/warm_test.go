@@ -35,16 +35,22 @@ const warmTaskJSON = `{
 }`
 
 // startWarmPool starts a pool of n bare desktops keeping warm of them warm
-// (into task when not empty, from a task directory holding warmTaskJSON),
-// as startPool does.
+// (into task when not empty), as startPool does.
 func startWarmPool(t testing.TB, n, warm int, task string) (*Pool, string) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Desktops, cfg.NoStream, cfg.WM, cfg.Apps = n, true, "", ""
 	cfg.Warm, cfg.WarmTask = warm, task
+	return servePool(t, cfg)
+}
+
+// servePool starts the pool cfg describes, with the operator token, homes
+// the session users can reach, and a task directory holding warmTaskJSON,
+// behind its door on a free port.
+func servePool(t testing.TB, cfg Config) (*Pool, string) {
+	t.Helper()
 	cfg.OperatorToken = testOperator
-	cfg.Home, cfg.Episodes = reachableDir(t), t.TempDir()
-	cfg.Tasks = t.TempDir()
+	cfg.Home, cfg.Episodes, cfg.Tasks = reachableDir(t), t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(cfg.Tasks, "warm-term.json"), []byte(warmTaskJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +59,7 @@ func startWarmPool(t testing.TB, n, warm int, task string) (*Pool, string) {
 	}
 	p, err := NewPool(context.Background(), cfg, testrig.Logger(t))
 	if err != nil {
-		t.Fatalf("start a pool of %d desktops, %d warm: %v", n, warm, err)
+		t.Fatalf("start a pool of %d desktops, %d warm: %v", cfg.Desktops, cfg.Warm, err)
 	}
 	t.Cleanup(func() { p.Close() })
 	srv := httptest.NewUnstartedServer(p.Handler())
