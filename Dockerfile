@@ -2,6 +2,11 @@
 # served to agents over MCP, to people over WebRTC and to trainers over the
 # control plane, from one port.
 #
+# Two targets: the default, "full", is the desktop above; "slim" is the bare
+# xterm desktop (no Chromium, no Mousepad), for agents that need a terminal
+# and X only. full is slim plus those applications, so the two share every
+# layer but the last. `make image` builds both with podman (scripts/image.sh).
+#
 # Both stages install their Debian packages with scripts/install-deps.sh, the
 # same script `make run`, `make test` and CI use, so the image and a developer's
 # machine cannot drift apart. scripts/check-runtime.sh rebuilds this runtime
@@ -9,6 +14,7 @@
 # drives it, and deploy/deploy_test.go lints this file: keep the three in step.
 #
 #   docker build -t deskenv .
+#   docker build --target slim -t deskenv:slim .
 #   docker run --rm -p 8080:8080 -p 8443:8443/udp --shm-size 1g \
 #     -e DESKENV_OPERATOR_TOKEN=... -e DESKENV_AGENT_TOKEN=... deskenv
 #
@@ -32,13 +38,11 @@ ARG VERSION=dev
 RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/deskenv ./cmd/deskenv \
  && /out/deskenv version
 
-FROM debian:bookworm-slim AS runtime
-ARG VERSION=dev
-LABEL org.opencontainers.image.title="deskenv" \
-      org.opencontainers.image.description="A Linux desktop for computer-use agents (MCP), people (WebRTC) and trainers (control plane)" \
-      org.opencontainers.image.version="${VERSION}"
+# The bare xterm desktop: the runtime group without the applications
+# (install-deps.sh's slim group), and everything deskenv's layout needs.
+FROM debian:bookworm-slim AS slim
 COPY scripts/install-deps.sh /usr/local/lib/deskenv/install-deps.sh
-RUN /usr/local/lib/deskenv/install-deps.sh runtime \
+RUN /usr/local/lib/deskenv/install-deps.sh slim \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 # Two kinds of users (docs/DEPLOY.md, "Users and capabilities"). deskenv runs
 # as deskenv and owns its state: the tasks (their evaluators and solutions),
@@ -71,6 +75,12 @@ RUN chown -R deskenv:deskenv /usr/share/deskenv/tasks \
  && chmod -R go-rwx /usr/share/deskenv/tasks \
  && setcap cap_setuid,cap_setgid,cap_kill,cap_chown,cap_fowner,cap_dac_override+ep /usr/local/bin/deskenv
 
+# VERSION comes this late so that a new version reuses every layer above.
+ARG VERSION=dev
+LABEL org.opencontainers.image.title="deskenv" \
+      org.opencontainers.image.description="A Linux desktop for computer-use agents (MCP), people (WebRTC) and trainers (control plane)" \
+      org.opencontainers.image.version="${VERSION}"
+
 USER deskenv
 WORKDIR /var/lib/deskenv
 # DESKENV_ADDR is deliberately unset: see the top of this file.
@@ -97,3 +107,13 @@ HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
 # process started later (the desktop's programs run as desk, but a mistake in
 # that separation should not hand out tokens) finds them in /proc/1/environ.
 ENTRYPOINT ["/usr/local/bin/deskenv", "init", "--", "/usr/bin/tini", "--", "/usr/local/bin/deskenv"]
+
+# The full desktop: slim plus Chromium, Mousepad and the fonts web pages ask
+# for (the rest of install-deps.sh's runtime group). It inherits slim's users,
+# binary, environment, health check and entrypoint. The last stage is what
+# `docker build` makes without --target.
+FROM slim AS full
+USER root
+RUN /usr/local/lib/deskenv/install-deps.sh runtime \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+USER deskenv

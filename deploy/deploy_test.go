@@ -110,6 +110,14 @@ ENTRYPOINT ["app"]
 		{"password ARG", "USER app", "ARG DB_PASSWORD=hunter2\nUSER app", "no-secret-in-image", "DB_PASSWORD"},
 		{"relative workdir", "WORKDIR /src", "WORKDIR src", "workdir-absolute", "absolute"},
 		{"maintainer", "USER app", "MAINTAINER me\nUSER app", "no-maintainer", "LABEL"},
+		// A stage FROM an earlier one (the image's full target on its slim one)
+		// inherits its files, working directory and user; both are targets.
+		{"child stage inherits the copied script", "ENTRYPOINT [\"app\"]\n",
+			"ENTRYPOINT [\"app\"]\nFROM 1 AS full\nUSER root\nRUN /usr/local/lib/install-deps.sh more && rm -rf /var/lib/apt/lists/*\nUSER app\n", "", ""},
+		{"child stage left as root", "ENTRYPOINT [\"app\"]\n",
+			"ENTRYPOINT [\"app\"]\nFROM 1 AS full\nUSER root\nRUN /usr/local/lib/install-deps.sh more && rm -rf /var/lib/apt/lists/*\n", "user-nonroot", "unprivileged"},
+		{"parent target runs as root", "USER app\nHEALTHCHECK CMD [\"app\", \"health\"]\nENTRYPOINT [\"app\"]\n",
+			"USER root\nHEALTHCHECK CMD [\"app\", \"health\"]\nENTRYPOINT [\"app\"]\nFROM 1 AS full\nUSER app\n", "user-nonroot", "unprivileged"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

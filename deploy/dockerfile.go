@@ -204,8 +204,41 @@ func (df *dockerfile) stageByName(name string) *stage {
 	return nil
 }
 
-// final is the last stage: what `docker build` produces without --target.
-func (df *dockerfile) final() *stage { return df.stages[len(df.stages)-1] }
+// final is the last stage: what `docker build` produces without --target,
+// as built (see built).
+func (df *dockerfile) final() *stage { return df.built(df.stages[len(df.stages)-1]) }
+
+// chain is the stage and the earlier stages it starts FROM, oldest first.
+// A base that names no earlier stage (an image) ends the chain.
+func (df *dockerfile) chain(st *stage) []*stage {
+	out := []*stage{st}
+	for {
+		parent := df.stageByName(st.base)
+		if parent == nil || parent.index >= st.index {
+			break
+		}
+		out = append([]*stage{parent}, out...)
+		st = parent
+	}
+	return out
+}
+
+// built is the stage as the image it produces: a stage that starts FROM an
+// earlier stage inherits that stage's files, USER, ENV, ENTRYPOINT and
+// HEALTHCHECK, so its parents' instructions come first, and its base is the
+// image at the root of the chain. (The image's slim and full targets are one
+// chain: the full desktop adds its applications to the slim one.)
+func (df *dockerfile) built(st *stage) *stage {
+	ch := df.chain(st)
+	if len(ch) == 1 {
+		return st
+	}
+	flat := &stage{index: st.index, name: st.name, base: ch[0].base, line: st.line}
+	for _, s := range ch {
+		flat.instr = append(flat.instr, s.instr...)
+	}
+	return flat
+}
 
 // env is the stage's environment after all its ENV lines, in order of first
 // definition.
@@ -353,6 +386,9 @@ func lint(df *dockerfile, opt lintOptions) []finding {
 		out = append(out, finding{line: line, rule: rule, msg: fmt.Sprintf(format, a...)})
 	}
 	names := map[string]bool{}
+	// done holds each stage's state at its end: a stage FROM an earlier one
+	// starts with its files and working directory.
+	done := map[int]*stageLint{}
 	for _, st := range df.stages {
 		checkBase(st, names, add)
 		if st.name != "" {
@@ -360,11 +396,29 @@ func lint(df *dockerfile, opt lintOptions) []finding {
 		}
 		names[fmt.Sprint(st.index)] = true
 		sl := stageLint{df: df, st: st, opt: opt, add: add, names: names, workdir: "/", copied: map[string]bool{}}
+		if parent := df.stageByName(st.base); parent != nil && parent.index < st.index {
+			sl.workdir = done[parent.index].workdir
+			for p := range done[parent.index].copied {
+				sl.copied[p] = true
+			}
+		}
 		for _, in := range st.instr {
 			sl.check(in)
 		}
+		done[st.index] = &sl
 	}
+	final := df.stages[len(df.stages)-1]
 	checkFinal(df.final(), add)
+	// The final stage's ancestors that start a process are targets people
+	// run too (docker build --target slim): the same rules hold for them.
+	for _, st := range df.chain(final) {
+		if st == final {
+			continue
+		}
+		if _, ok := st.last("ENTRYPOINT"); ok {
+			checkFinal(df.built(st), add)
+		}
+	}
 	return out
 }
 

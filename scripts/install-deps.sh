@@ -3,7 +3,7 @@
 # the Dockerfile calls it with "build" and "runtime", `make run` with "build runtime",
 # `make test` and CI with "all". It is quick when everything is already there.
 #
-#   scripts/install-deps.sh [build] [runtime] [test] [all]
+#   scripts/install-deps.sh [build] [runtime] [slim] [test] [image] [all]
 set -euo pipefail
 
 build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
@@ -15,6 +15,13 @@ build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
 runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
          fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libvpx7 libyuv0 libcap2-bin)
 test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
+# slim is runtime without the applications of the full desktop: what the image's
+# slim target (a bare xterm desktop) ships. apps lists what it leaves out.
+apps=(chromium mousepad fonts-liberation)
+# image is what `make image` and `make image-test` need to build and run the
+# image on a Debian host without Docker: podman with the runc runtime, and
+# debootstrap for the stand-in base images when the real ones cannot be pulled.
+image=(podman runc debootstrap)
 
 want=()
 [ $# -eq 0 ] && set -- all
@@ -22,9 +29,13 @@ for group in "$@"; do
   case "$group" in
     build) want+=("${build[@]}") ;;
     runtime) want+=("${runtime[@]}") ;;
+    slim) for p in "${runtime[@]}"; do
+            case " ${apps[*]} " in *" $p "*) ;; *) want+=("$p") ;; esac
+          done ;;
     test) want+=("${test[@]}") ;;
+    image) want+=("${image[@]}") ;;
     all) want+=("${build[@]}" "${runtime[@]}" "${test[@]}") ;;
-    *) echo "install-deps: unknown group '$group' (use build, runtime, test or all)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$group' (use build, runtime, slim, test, image or all)" >&2; exit 2 ;;
   esac
 done
 
