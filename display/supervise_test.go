@@ -17,7 +17,7 @@ const patience = 20 * time.Second
 
 // sessionConfig is the appliance's session, openbox and an xterm, asked for
 // by name: testrig.Display gives a bare server to a Config that names
-// neither (TestStartDefaultSession checks that display.Start's default is
+// neither (TestStartDefaultSession checks that Start's own default is
 // this session).
 func sessionConfig(t *testing.T) display.Config {
 	t.Helper()
