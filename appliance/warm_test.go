@@ -463,6 +463,43 @@ func TestWarmDeadDesktop(t *testing.T) {
 	}
 }
 
+// TestWarmUnresponsiveDesktop: a warm desktop whose X server stops
+// answering (stopped, not dead: nothing restarts it) fails the check before
+// a lease and is not handed out; once it answers again the refiller makes it
+// warm again.
+func TestWarmUnresponsiveDesktop(t *testing.T) {
+	p, base := startWarmPool(t, 2, 2, "")
+	waitWarm(t, base, 2)
+	pid := p.apps[0].display.ServerPID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(resume)
+
+	var l warmLease
+	if code := doJSON(t, "POST", base+"/leases", testOperator, nil, &l); code != http.StatusCreated {
+		t.Fatalf("lease: %d", code)
+	}
+	if l.Desktop != 1 || !l.Warm {
+		t.Errorf("lease got desktop %d (warm %v), want the answering desktop 1, warm", l.Desktop, l.Warm)
+	}
+	if m := get(t, base+"/metrics", testOperator); !strings.Contains(m, "deskenv_pool_warm_discarded_total 1") {
+		t.Errorf("/metrics does not count the discarded desktop:\n%s", m)
+	}
+	resume()
+	if code := doJSON(t, "DELETE", base+"/leases/"+l.ID, testOperator, nil, nil); code != http.StatusNoContent {
+		t.Fatalf("release: %d", code)
+	}
+	waitWarm(t, base, 2)
+}
+
 // TestWarmClose: Close stops the refiller and waits for the resets it
 // runs, leaving none of its goroutines behind.
 func TestWarmClose(t *testing.T) {
