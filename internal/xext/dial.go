@@ -42,6 +42,7 @@ func (r dialed) conn(name string) (*xgb.Conn, error) {
 	if r.err != nil {
 		return nil, fmt.Errorf("connect to display %s: %w", name, r.err)
 	}
+	registerAll(r.c)
 	return r.c, nil
 }
 

@@ -10,6 +10,13 @@
 // extension in the process runs xgb's; later connections only record the
 // extension's opcode, which is per connection.
 //
+// Even the first Init of an extension races when other connections are live
+// (the pointer's XFIXES, set up at the first screenshot, raced the readers of
+// a pool's other desktops under -race). So Dial runs xgb's Init of every
+// extension the project uses on the first connection of the process, before
+// it hands that connection out: no connection's reader can be reading the
+// maps then, since none has asked the server for anything yet.
+//
 // This is the one place the project keeps process-wide state, because xgb does.
 package xext
 
@@ -18,13 +25,50 @@ import (
 	"sync"
 
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/damage"
+	"github.com/jezek/xgb/randr"
+	"github.com/jezek/xgb/res"
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
 )
 
 var (
 	mu   sync.Mutex
 	done = map[string]bool{}
 )
+
+// known are the extensions the project sets up, registered with xgb on the
+// first connection (registerAll).
+var known = []struct {
+	name    string
+	xgbInit func(*xgb.Conn) error
+}{
+	{"MIT-SHM", shm.Init},
+	{"XTEST", xtest.Init},
+	{"DAMAGE", damage.Init},
+	{"XFIXES", xfixes.Init},
+	{"X-Resource", res.Init},
+	{"RANDR", randr.Init},
+}
+
+// registerAll runs xgb's Init of every known extension the server has, once
+// in the process, on c: a new connection nothing has used yet.
+func registerAll(c *xgb.Conn) {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, k := range known {
+		if done[k.name] {
+			continue
+		}
+		// An extension the server lacks stays unregistered; Init tries it
+		// again on a later connection (another server may have it).
+		if k.xgbInit(c) == nil {
+			done[k.name] = true
+		}
+	}
+}
 
 // Init sets up the extension name (as xgb spells it: "MIT-SHM", "XTEST",
 // "DAMAGE", "XFIXES", "X-Resource") on c, calling xgbInit (such as shm.Init)
