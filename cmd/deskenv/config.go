@@ -71,7 +71,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	fs.BoolVar(&c.AllowSharedUser, "allow-shared-user", c.AllowSharedUser, "allow the bash and files traits when the session cannot run as a user of its own (they would hand the agent deskenv's own user: its files, tasks and episodes)"+envNote("allow-shared-user"))
 
 	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
-	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: bash (shell commands as the desktop user), files (read, write, list in the desktop's home), clipboard (get and set its text)")
+	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: "+appliance.TraitUsage())
 	fs.BoolVar(&c.FindTools, "mcp-find-tools", c.FindTools, "add find_tools, which searches the other tools by words and returns their schemas"+envNote("mcp-find-tools"))
 	fs.BoolVar(&c.DeferTools, "mcp-defer-tools", c.DeferTools, "list only find_tools, call_tool, screenshot, computer and run_script; the other tools are found with find_tools and run with call_tool (implies --mcp-find-tools)"+envNote("mcp-defer-tools"))
 	str(&c.ImageFormat, "image-format", "screenshot encoding: png or jpeg")

@@ -390,6 +390,7 @@ func TestDoorRoles(t *testing.T) {
 		routes := append(desk("/d/"+strconv.Itoa(l.Desktop)),
 			route{"GET", "/leases", "", pool(200)},
 			route{"GET", "/desktops", "", pool(200)},
+			route{"GET", "/metrics", "", pool(200)},
 			route{"POST", "/leases", `{"seed":-1}`, pool(400)},
 			route{"DELETE", "/leases/none", "", pool(404)},
 			route{"POST", "/d/" + strconv.Itoa(1-l.Desktop) + "/mcp", mcpInit, [5]int{401, 401, 403, 403, 401}},

@@ -57,6 +57,12 @@ func TestConfig(t *testing.T) {
 		{"pointer left out", []string{"--screenshot-pointer=false"}, nil, func(c config) bool { return !c.ScreenshotPointer }, ""},
 		{"pointer left out from env", nil, map[string]string{"DESKENV_SCREENSHOT_POINTER": "false"}, func(c config) bool { return !c.ScreenshotPointer }, ""},
 		{"bad trait", []string{"--mcp-traits", "bash,root"}, nil, nil, "unknown trait \"root\""},
+		{"warm pool", []string{"--desktops", "4", "--warm", "2", "--warm-task", "hello-file"}, nil, func(c config) bool {
+			return c.Warm == 2 && c.WarmTask == "hello-file"
+		}, ""},
+		{"warm from env", []string{"--desktops", "3"}, map[string]string{"DESKENV_WARM": "3"}, func(c config) bool { return c.Warm == 3 }, ""},
+		{"warm without a pool", []string{"--warm", "1"}, nil, nil, "warm desktops are for pool mode"},
+		{"warm task without warm", []string{"--desktops", "2", "--warm-task", "x"}, nil, nil, "--warm-task \"x\" without --warm"},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
 		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
