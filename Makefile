@@ -8,7 +8,7 @@ NPM_DIRS := e2e/mcp-ts e2e/browser e2e/record
 # staticcheck, pinned, fetched through the module proxy on first use.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean
+.PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean image image-test
 
 run: deps build
 	./$(BIN) $(ARGS)
@@ -54,6 +54,16 @@ fuzz: deps-test
 
 fuzz-short: deps-test
 	./scripts/fuzz.sh 5s
+
+# The image, both targets of the Dockerfile (full as deskenv:latest, slim as
+# deskenv:slim), built with podman as root; stand-in base images when the real
+# ones cannot be pulled (scripts/image.sh, docs/DEPLOY.md). image-test runs
+# them and checks them from outside (scripts/image-test.sh, e2e/image).
+image:
+	./scripts/image.sh
+
+image-test: deps-test npm
+	./scripts/image-test.sh
 
 bench: deps-test npm build
 	$(GO) run ./cmd/deskbench all

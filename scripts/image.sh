@@ -206,6 +206,18 @@ while read -r kw img as stage _; do
   if [ "${as^^}" = AS ]; then stages+="${stage,,} "; fi
 done <Dockerfile
 
+# Both targets build from one snapshot of the working tree (what git tracks or
+# would track), so they hold the same binary even while files change under
+# the build, and nothing git ignores (node_modules, bin) is sent.
+context=$(mktemp -d /tmp/deskenv-image-context.XXXXXX)
+trap 'rm -rf "$context"' EXIT
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  git ls-files -z --cached --others --exclude-standard \
+    | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$context" -xf -
+else
+  cp -a . "$context"
+fi
+
 # --network host: the build's RUN steps (apt, the Go module proxy) use the
 # host's network and resolver as they are, with no bridge or NAT to set up.
 # --layers keeps every step's layer, so a rebuild redoes only what changed.
@@ -215,7 +227,8 @@ for t in "${targets[@]}"; do
   [ "$t" = slim ] && tag=slim
   say "building target $t as $name:$tag (VERSION=$version)"
   start=$SECONDS
-  podman build --format docker --layers --network host --build-arg "VERSION=$version" --target "$t" -t "$name:$tag" . >&2
+  podman build --format docker --layers --network host --build-arg "VERSION=$version" --target "$t" -t "$name:$tag" \
+    -f "$context/Dockerfile" "$context" >&2
   say "built $name:$tag in $((SECONDS - start)) s"
 done
 for t in "${targets[@]}"; do
