@@ -49,7 +49,10 @@ type Meta struct {
 	Task   *TaskInfo `json:"task,omitempty"`
 	Screen Size      `json:"screen"`
 	Model  Size      `json:"model"`
-	Clock  Clock     `json:"clock"`
+	// Pointer says the observations show the mouse pointer (deskenv's
+	// --screenshot-pointer), so a replay draws it too, or not.
+	Pointer bool  `json:"pointer,omitempty"`
+	Clock   Clock `json:"clock"`
 	// Status is recording while the recorder runs, complete once stopped,
 	// interrupted when the episode was cut short under the recording,
 	// incomplete when the recorder died before stopping (Open says so, and

@@ -394,7 +394,7 @@ func (ep *Episode) open(ctx context.Context, info EpisodeInfo) error {
 	ep.zero = time.Now()
 	m := Meta{
 		SchemaVersion: SchemaVersion, ID: ep.id, Source: info.Source,
-		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH},
+		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(),
 		Clock:  Clock{Wall: ep.zero, MonotonicNS: ts.Nano()},
 		Status: StatusRecording, StartedAt: ep.zero,
 	}

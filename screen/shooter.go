@@ -80,6 +80,11 @@ func (s *Shooter) SetModelSize(w, h int) {
 	s.hasLast = false
 }
 
+// DrawsPointer reports whether the shots show the mouse pointer
+// (ShooterOptions.Pointer): a recording notes it, so a replay compares
+// like with like.
+func (s *Shooter) DrawsPointer() bool { return s.opt.Pointer }
+
 // Encodes counts the screenshots actually encoded (not served from the cache).
 func (s *Shooter) Encodes() int64 { return s.encodes.Load() }
 

@@ -59,14 +59,15 @@ type replay struct {
 var replayFlags = map[string]bool{
 	"display": true, "screen": true, "model-size": true, "wm": true, "apps": true, "home": true,
 	"session-user": true, "allow-shared-user": true, "settle-quiet": true, "settle-max": true,
-	"tasks": true, "log-level": true, "log-format": true,
+	"tasks": true, "log-level": true, "log-format": true, "screenshot-pointer": true,
 	"out": true, "max-changed": true, "json": true,
 }
 
 // replayUsages say what the flags that differ in a replay do there.
 var replayUsages = map[string]string{
-	"home":         "the replay desktop's home (default: a private temporary directory, removed at the end; DESKENV_HOME is not read, it names the live desktop's)",
-	"session-user": "the user the replay's session runs as (as root the default is deskenv-replay, never the live desktop's deskenv-desk; DESKENV_SESSION_USER is not read)",
+	"home":               "the replay desktop's home (default: a private temporary directory, removed at the end; DESKENV_HOME is not read, it names the live desktop's)",
+	"screenshot-pointer": "draw the mouse pointer into the replay's screenshots (default: as the episode's observations were recorded)",
+	"session-user":       "the user the replay's session runs as (as root the default is deskenv-replay, never the live desktop's deskenv-desk; DESKENV_SESSION_USER is not read)",
 }
 
 // cleanup removes the replay's private directory.
@@ -214,6 +215,11 @@ func (r *replay) fitEpisode(set map[string]bool) error {
 	}
 	if !set["model-size"] {
 		c.ModelSize = fmt.Sprintf("%dx%d", m.Model.W, m.Model.H)
+	}
+	if !set["screenshot-pointer"] {
+		// Screens compare only if both show the pointer or neither does;
+		// episodes from before the setting show none.
+		c.ScreenshotPointer = m.Pointer
 	}
 	c.Mode, c.NoStream = "sim", true
 	if err := c.validate(); err != nil {

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestReplayFollowsThePointer: a replay draws the mouse pointer into its
+// screenshots exactly when the episode's observations show it (episode.json's
+// "pointer"; episodes from before the setting show none), unless
+// --screenshot-pointer says otherwise: screens compare only like with like.
+func TestReplayFollowsThePointer(t *testing.T) {
+	episode := func(pointer string) string {
+		dir := t.TempDir()
+		meta := `{"schema_version":1,"id":"p","source":"agent","screen":{"width":640,"height":480},"model":{"width":640,"height":480},` +
+			pointer + `"clock":{"wall":"2026-11-26T00:00:00Z","monotonic_ns":1},"status":"complete","started_at":"2026-11-26T00:00:00Z","duration_s":1,"counts":{}}`
+		if err := os.WriteFile(filepath.Join(dir, "episode.json"), []byte(meta), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	tests := []struct {
+		name    string
+		pointer string
+		args    []string
+		want    bool
+	}{
+		{"recorded with the pointer", `"pointer":true,`, nil, true},
+		{"recorded without", ``, nil, false},
+		{"told to draw it", ``, []string{"--screenshot-pointer"}, true},
+		{"told not to", `"pointer":true,`, []string{"--screenshot-pointer=false"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := parseReplay(append(tt.args, "--home", t.TempDir(), episode(tt.pointer)), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.cleanup()
+			if r.cfg.ScreenshotPointer != tt.want {
+				t.Errorf("the replay draws the pointer: %v, want %v", r.cfg.ScreenshotPointer, tt.want)
+			}
+		})
+	}
+}
