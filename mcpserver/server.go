@@ -216,6 +216,9 @@ func (s *Server) buildTools() []Tool {
 			listTraits = true
 		case ModeCodeAct:
 			tools = append(tools, s.scriptTool())
+		case ModeOpenAI, ModeGemini, ModePyAutoGUI:
+			tools = append(tools, s.dialectTools(m)...)
+			listTraits = true
 		}
 	}
 	// In codeact alone the traits are functions of run_script only: the
@@ -282,9 +285,10 @@ func normalizeModes(in []Mode) ([]Mode, error) {
 	for _, m := range in {
 		m = Mode(strings.ToLower(strings.TrimSpace(string(m))))
 		switch m {
-		case ModeComputer, ModeTools, ModeCodeAct:
+		case ModeComputer, ModeTools, ModeCodeAct, ModeOpenAI, ModeGemini, ModePyAutoGUI:
 		default:
-			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action), %q (run_script) or several", m, ModeComputer, ModeTools, ModeCodeAct)
+			return nil, fmt.Errorf("mcpserver: unknown mode %q: use %q (one Anthropic-shaped tool), %q (one tool per action), %q (run_script), "+
+				"%q, %q or %q (those models' computer tools) or several", m, ModeComputer, ModeTools, ModeCodeAct, ModeOpenAI, ModeGemini, ModePyAutoGUI)
 		}
 		if !slices.Contains(out, m) {
 			out = append(out, m)
@@ -297,7 +301,7 @@ func normalizeModes(in []Mode) ([]Mode, error) {
 // screen, act through one general tool, and find the rest.
 func entryTool(name string) bool {
 	switch name {
-	case "find_tools", "call_tool", hci.ActScreenshot, "computer", "run_script":
+	case "find_tools", "call_tool", hci.ActScreenshot, "computer", "run_script", openAITool, pyautoguiTool:
 		return true
 	}
 	return false
@@ -321,6 +325,12 @@ func (s *Server) instructions() string {
 	}
 	if slices.Contains(s.cfg.Modes, ModeCodeAct) {
 		text += " run_script runs a Starlark program with every action as a function; only what it prints and shows comes back."
+	}
+	if slices.Contains(s.cfg.Modes, ModeGemini) {
+		text += " Gemini's functions (click_at, type_text_at, ...) take points on a 1000 x 1000 grid over the screenshot instead."
+	}
+	if slices.Contains(s.cfg.Modes, ModePyAutoGUI) {
+		text += " The pyautogui tool takes pixels, or fractions of the screenshot given as floats from 0 to 1."
 	}
 	if s.cfg.FindTools {
 		text += " find_tools searches the tools by words and returns their schemas."

@@ -138,6 +138,7 @@ func builtinNames() []string {
 	for _, sp := range actionSpecs() {
 		names = append(names, sp.name)
 	}
+	names = append(names, dialectToolNames()...)
 	return append(names, slices.Collect(maps.Keys(starlark.Universe))...)
 }
 

@@ -1,0 +1,315 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/wire"
+)
+
+// Dialects are other models' computer tools spoken natively (docs/DIALECTS.md):
+// OpenAI's computer-use action objects (ModeOpenAI, dialect_openai.go),
+// Gemini's computer-use functions (ModeGemini, dialect_gemini.go) and the
+// pyautogui code open models write (ModePyAutoGUI, dialect_pyautogui.go).
+// Each translates its input into canonical actions (the computer tool's
+// input, hci.Action) and runs them here, through the computer tool's own
+// parsing and hci.Executor.Do as the agent, so validation, the bus, the
+// recorder and the gates see exactly what an Anthropic agent's call would
+// have produced.
+
+// The dialect modes.
+const (
+	ModeOpenAI    Mode = "openai"
+	ModeGemini    Mode = "gemini"
+	ModePyAutoGUI Mode = "pyautogui"
+)
+
+// step is one canonical action as the computer tool's JSON input: a map
+// rather than an hci.Action so that what a dialect says goes through
+// hci.ParseAction exactly as a computer tool call would (an empty type
+// text included).
+type step map[string]any
+
+func (st step) name() string { s, _ := st[fAction].(string); return s }
+
+// maxSteps bounds the canonical actions of one dialect call (an OpenAI
+// batch, a pyautogui program's calls), so one call cannot hold the desktop
+// for ever.
+const maxSteps = 200
+
+// checkSteps parses and validates every step before any runs: a batch with
+// one bad action does nothing, and says which.
+func (s *Server) checkSteps(steps []step) ([]hci.Action, error) {
+	if len(steps) > maxSteps {
+		return nil, fmt.Errorf("%d actions in one call; at most %d, split them over several calls", len(steps), maxSteps)
+	}
+	out := make([]hci.Action, len(steps))
+	for i, st := range steps {
+		a, err := s.checkStep(st)
+		if err != nil {
+			if len(steps) == 1 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("action %d of %d (%s): %w; nothing was done", i+1, len(steps), st.name(), err)
+		}
+		out[i] = a
+	}
+	return out, nil
+}
+
+// checkStep parses one step as the computer tool parses its input.
+func (s *Server) checkStep(st step) (hci.Action, error) {
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return hci.Action{}, fmt.Errorf("%s: %w", st.name(), err)
+	}
+	return s.parseAction(raw)
+}
+
+// runSteps runs a dialect call's canonical actions in order as the agent,
+// then answers as the dialects expect: with a screenshot taken once the
+// screen has settled. A step that fails stops the rest; the error says
+// which ran, and a left button a failed drag left pressed is released.
+func (s *Server) runSteps(ctx context.Context, tool string, steps []step) (res *mcp.CallToolResult) {
+	start := time.Now()
+	defer func() {
+		// A bug in a translation must cost the model one call, not the server.
+		if r := recover(); r != nil {
+			s.log.Error("mcp tool call panicked", "tool", tool, "panic", r)
+			res = toolError(fmt.Errorf("internal error in %s: %v", tool, r))
+		}
+		s.log.Debug("mcp tool call", "tool", tool, "actions", len(steps), "error", res.IsError, "took", time.Since(start))
+	}()
+	actions, err := s.checkSteps(steps)
+	if err != nil {
+		return toolError(fmt.Errorf("%s: %w", tool, err))
+	}
+	var last hci.Result
+	var texts []string
+	settle := false
+	for i, a := range actions {
+		out, err := s.exec.Do(ctx, a, hci.SourceAgent)
+		if err != nil {
+			s.releaseButton(actions[:i])
+			return toolError(stepError(tool, i, actions, err))
+		}
+		settle = settle || a.Mutates()
+		if out.Text != "" {
+			texts = append(texts, out.Text)
+		}
+		last = out
+	}
+	return s.answer(ctx, tool, texts, last, settle)
+}
+
+// stepError says which step failed and what had been done before it, so the
+// model neither repeats nor skips what ran.
+func stepError(tool string, i int, actions []hci.Action, err error) error {
+	if len(actions) == 1 {
+		return fmt.Errorf("%s: %w", tool, err)
+	}
+	done := "nothing before it was done"
+	if i > 0 {
+		names := make([]string, i)
+		for j, a := range actions[:i] {
+			names[j] = a.Action
+		}
+		done = "done before it: " + strings.Join(names, ", ")
+	}
+	return fmt.Errorf("%s: action %d of %d (%s) failed: %w; %s", tool, i+1, len(actions), actions[i].Action, err, done)
+}
+
+// releaseButton lets go of the left button when the steps that ran pressed
+// it and did not release it (a drag along a path stopped half way), so a
+// failed call does not leave the desktop dragging.
+func (s *Server) releaseButton(ran []hci.Action) {
+	down := false
+	for _, a := range ran {
+		switch a.Action {
+		case hci.ActLeftMouseDown:
+			down = true
+		case hci.ActLeftMouseUp:
+			down = false
+		}
+	}
+	if !down {
+		return
+	}
+	// A fresh context: the call's own may be what failed.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := s.exec.Do(ctx, hci.Action{Action: hci.ActLeftMouseUp}, hci.SourceAgent); err != nil {
+		s.log.Warn("releasing the left button after a failed drag", "err", err)
+	}
+}
+
+// answer is a dialect call's result: any text the actions produced, then the
+// screenshot (after the screen settles if an action may have changed it),
+// which every dialect's model expects after each call.
+func (s *Server) answer(ctx context.Context, tool string, texts []string, last hci.Result, settle bool) *mcp.CallToolResult {
+	var content []mcp.Content
+	for _, t := range texts {
+		content = append(content, mcp.NewTextContent(t))
+	}
+	img, err := s.observe(ctx, hci.Result{Seq: last.Seq, Screenshot: true, Settle: settle})
+	if err != nil {
+		if settle {
+			return toolError(fmt.Errorf("%s: the actions were done, but the screenshot after them failed: %w", tool, err))
+		}
+		return toolError(fmt.Errorf("%s: the screenshot failed: %w", tool, err))
+	}
+	return &mcp.CallToolResult{Content: append(content, img)}
+}
+
+// dialectKeys names keys the way OpenAI's action objects (CTRL, ENTER,
+// ARROWLEFT; OpenAI's computer-use guide and CUA sample app, 2025),
+// Gemini's key_combination (Playwright's names: Control, PageDown; the
+// reference implementation's PLAYWRIGHT_KEY_MAP) and pyautogui
+// (KEYBOARD_KEYS: ctrlleft, pgdn, num0) spell them, lower-cased, mapped to
+// the xdotool names the canonical key action uses. A name not here goes to
+// hci's own names (X keysym names and its aliases, such as F5, Page_Down or
+// cmd); a name neither knows is an error naming it.
+var dialectKeys = map[string]string{
+	// Modifiers.
+	"ctrl": "ctrl", "control": "ctrl", "ctrlleft": "ctrl", "ctrlright": "Control_R",
+	"shift": "shift", "shiftleft": "shift", "shiftright": "Shift_R",
+	"alt": "alt", "option": "alt", "altleft": "alt", "altright": "Alt_R", "optionleft": "alt", "optionright": "Alt_R",
+	"cmd": "super", "command": "super", "meta": "super", "super": "super", "win": "super", "winleft": "super", "winright": "Super_R",
+	// Editing and navigation.
+	"enter": "Return", "return": "Return", "esc": "Escape", "escape": "Escape", "tab": "Tab", "space": "space",
+	"backspace": "BackSpace", "delete": "Delete", "del": "Delete", "insert": "Insert", "home": "Home", "end": "End",
+	"pageup": "Page_Up", "pagedown": "Page_Down", "pgup": "Page_Up", "pgdn": "Page_Down",
+	"arrowup": "Up", "arrowdown": "Down", "arrowleft": "Left", "arrowright": "Right",
+	"up": "Up", "down": "Down", "left": "Left", "right": "Right",
+	"capslock": "Caps_Lock", "numlock": "Num_Lock", "scrolllock": "Scroll_Lock",
+	"printscreen": "Print", "prntscrn": "Print", "prtsc": "Print", "prtscr": "Print", "apps": "Menu",
+	// Characters by name (Playwright, pyautogui) and the two OpenAI's sample app maps.
+	" ": "space", "\n": "Return", "\r": "Return", "\t": "Tab",
+	"semicolon": "semicolon", "equals": "equal", "/": "slash", "\\": "backslash", "+": "plus",
+	// The keypad (Playwright's and pyautogui's names).
+	"multiply": "KP_Multiply", "add": "KP_Add", "separator": "KP_Separator", "subtract": "KP_Subtract",
+	"decimal": "KP_Decimal", "divide": "KP_Divide",
+	"num0": "KP_0", "num1": "KP_1", "num2": "KP_2", "num3": "KP_3", "num4": "KP_4",
+	"num5": "KP_5", "num6": "KP_6", "num7": "KP_7", "num8": "KP_8", "num9": "KP_9",
+}
+
+// keyName maps one key, as a dialect names it, to its canonical (xdotool)
+// name; errors start with dialect, if given. lowerLetters makes a single letter the key rather than the
+// character: OpenAI sends ["CTRL", "C"] for ctrl+c, not ctrl+shift+c.
+func keyName(dialect, k string, lowerLetters bool) (string, error) {
+	if n, ok := dialectKeys[strings.ToLower(k)]; ok {
+		return n, nil
+	}
+	t := strings.TrimSpace(k)
+	if t == "" {
+		return "", prefixed(dialect, errors.New("an empty key name"))
+	}
+	if n, ok := dialectKeys[strings.ToLower(t)]; ok {
+		return n, nil
+	}
+	if r, size := utf8.DecodeRuneInString(t); size == len(t) {
+		if lowerLetters && unicode.IsLetter(r) {
+			return string(unicode.ToLower(r)), nil
+		}
+		return t, nil
+	}
+	if strings.ContainsAny(t, " +\t\n") {
+		return "", prefixed(dialect, fmt.Errorf("key %s is not one key name", wire.Quote(k)))
+	}
+	if _, err := hci.KeysymByName(t); err != nil {
+		return "", prefixed(dialect, err)
+	}
+	return t, nil
+}
+
+// prefixed puts what failed before err, if there is a what.
+func prefixed(what string, err error) error {
+	if what == "" {
+		return err
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// chord maps keys pressed together to a canonical chord, "ctrl+c".
+func chord(dialect string, keys []string, lowerLetters bool) (string, error) {
+	if len(keys) == 0 {
+		return "", prefixed(dialect, errors.New("no keys given"))
+	}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		n, err := keyName(dialect, k, lowerLetters)
+		if err != nil {
+			return "", err
+		}
+		names[i] = n
+	}
+	return strings.Join(names, "+"), nil
+}
+
+// scrollPixelsPerNotch turns the pixel distances OpenAI's scroll and
+// Gemini's scroll_at give into wheel notches: 100 pixels a notch, rounded
+// up, about what a browser scrolls per notch.
+const scrollPixelsPerNotch = 100
+
+func notches(pixels int) int {
+	if pixels < 0 {
+		pixels = -pixels
+	}
+	return (pixels + scrollPixelsPerNotch - 1) / scrollPixelsPerNotch
+}
+
+// fieldTypeError words a JSON decoding error for the model: which field
+// had which wrong kind of value.
+func fieldTypeError(raw json.RawMessage, err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		want := te.Type.String()
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int64:
+			want = "an integer"
+		case reflect.String:
+			want = "a string"
+		case reflect.Slice:
+			want = "a list"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Float64:
+			want = "a number"
+		}
+		return fmt.Errorf("%s must be %s, got %s", te.Field, want, te.Value)
+	}
+	return fmt.Errorf("%s: %w", truncateJSON(raw), err)
+}
+
+// dialectTools are the tools of one dialect mode.
+func (s *Server) dialectTools(m Mode) []Tool {
+	switch m {
+	case ModeOpenAI:
+		return []Tool{s.openAISpec()}
+	case ModeGemini:
+		return s.geminiTools()
+	case ModePyAutoGUI:
+		return []Tool{s.pyautoguiSpec()}
+	}
+	return nil
+}
+
+// dialectToolNames are every dialect's tool names, which a trait's tools
+// cannot take.
+func dialectToolNames() []string {
+	names := []string{openAITool, pyautoguiTool}
+	for _, fn := range geminiFuncs() {
+		names = append(names, fn.name)
+	}
+	return names
+}
