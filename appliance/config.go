@@ -144,12 +144,13 @@ func (c *Config) checkShots() error {
 // checkTools checks --mcp-tools: at least one shape, each one known.
 func (c *Config) checkTools() error {
 	shapes := splitList(c.MCPTools, ",")
+	known := []string{"computer", "tools", "codeact", "openai", "gemini", "pyautogui"}
 	if len(shapes) == 0 {
-		return fmt.Errorf("--mcp-tools is empty: name at least one of computer, tools, codeact")
+		return fmt.Errorf("--mcp-tools is empty: name at least one of %s", strings.Join(known, ", "))
 	}
 	for _, m := range shapes {
-		if !slices.Contains([]string{"computer", "tools", "codeact"}, m) {
-			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use computer, tools, codeact, or several: computer,tools)", c.MCPTools, m)
+		if !slices.Contains(known, m) {
+			return fmt.Errorf("--mcp-tools %q: unknown shape %q (use %s, or several: computer,tools)", c.MCPTools, m, strings.Join(known, ", "))
 		}
 	}
 	return nil

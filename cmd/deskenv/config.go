@@ -70,7 +70,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.SessionUser, "session-user", "the user the desktop session (window manager, apps, bash trait) runs as, never deskenv's own; pool mode: a prefix (users PREFIX0, PREFIX1, ...) or one name per desktop, comma-separated. As root the default is "+appliance.DefaultSessionUser+", created if missing")
 	fs.BoolVar(&c.AllowSharedUser, "allow-shared-user", c.AllowSharedUser, "allow the bash and files traits when the session cannot run as a user of its own (they would hand the agent deskenv's own user: its files, tasks and episodes)"+envNote("allow-shared-user"))
 
-	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions)")
+	str(&c.MCPTools, "mcp-tools", "MCP tool shapes, comma-separated: computer (one Anthropic-shaped tool), tools (one tool per action), codeact (run_script: a Starlark program calling the actions), openai, gemini, pyautogui (those models' computer tools, docs/DIALECTS.md)")
 	str(&c.MCPTraits, "mcp-traits", "optional MCP tool groups, comma-separated, none by default: "+appliance.TraitUsage())
 	fs.BoolVar(&c.FindTools, "mcp-find-tools", c.FindTools, "add find_tools, which searches the other tools by words and returns their schemas"+envNote("mcp-find-tools"))
 	fs.BoolVar(&c.DeferTools, "mcp-defer-tools", c.DeferTools, "list only find_tools, call_tool, screenshot, computer and run_script; the other tools are found with find_tools and run with call_tool (implies --mcp-find-tools)"+envNote("mcp-defer-tools"))

@@ -45,6 +45,7 @@ func TestConfig(t *testing.T) {
 		{"bad screen", []string{"--screen", "big"}, nil, nil, "--screen \"big\""},
 		{"bad format", []string{"--image-format", "gif"}, nil, nil, "use png or jpeg"},
 		{"bad tools", []string{"--mcp-tools", "computer,magic"}, nil, nil, "unknown shape \"magic\""},
+		{"dialect tools", []string{"--mcp-tools", "openai,gemini,pyautogui"}, nil, func(c config) bool { return c.MCPTools == "openai,gemini,pyautogui" }, ""},
 		{"traits off by default", nil, nil, func(c config) bool { return c.MCPTraits == "" && !c.FindTools }, ""},
 		{"traits", []string{"--mcp-traits", "bash, files,clipboard", "--mcp-find-tools"}, nil, func(c config) bool {
 			return len(splitList(c.MCPTraits, ",")) == 3 && c.FindTools
