@@ -149,8 +149,14 @@ func (s *Server) RunPyAutoGUI(ctx context.Context, code string) (res *mcp.CallTo
 	if r.out.Len() > 0 {
 		texts = append(texts, r.out.String())
 	}
-	if len(r.held) > 0 && !r.heldUsed {
-		texts = append(texts, fmt.Sprintf("note: keyDown(%s) had no keyUp and nothing used it: nothing was pressed", strings.Join(r.held, ", ")))
+	if len(r.held) > 0 {
+		// Held keys are modifiers of the calls that used them, never left
+		// down on the desktop: say so, in case the model meant them to stay.
+		what := "the calls that used them held them; they are not held now"
+		if !r.heldUsed {
+			what = "nothing used them, so nothing was pressed"
+		}
+		texts = append(texts, fmt.Sprintf("note: keyDown(%s) had no keyUp: %s", strings.Join(r.held, ", "), what))
 	}
 	return s.answer(ctx, pyautoguiTool, texts, r.last, r.settle)
 }

@@ -2,7 +2,7 @@
 // keyboard and mouse as MCP tools, served over streamable HTTP and stdio with
 // mcp-go.
 //
-// Three tool shapes can be offered, alone or together (Config.Modes):
+// Tool shapes can be offered alone or together (Config.Modes):
 //
 //   - "computer": one tool named computer whose input is exactly the tool_use
 //     input of Anthropic's computer_20251124 tool, so an agent loop written
@@ -12,9 +12,11 @@
 //     whose models were not trained on the computer tool;
 //   - "codeact": run_script, a Starlark program with every action bound as a
 //     function, for agents that loop, check and filter in code and keep bulky
-//     observations out of their context.
+//     observations out of their context;
+//   - "openai", "gemini", "pyautogui": other models' computer tools, spoken
+//     natively and run as the computer tool's actions (dialect.go).
 //
-// All three are built from one table of tool definitions (Tools), so a
+// The first three are built from one table of tool definitions (Tools), so a
 // field, a description or a check is written once. find_tools
 // (Config.FindTools) searches that table; with Config.DeferTools only the
 // entry points are listed and the rest run through call_tool, so a host can
