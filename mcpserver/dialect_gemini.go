@@ -305,13 +305,7 @@ func (fn geminiFunc) parse(raw json.RawMessage) (geminiArgs, error) {
 			continue
 		}
 		if i < 0 {
-			takes := "no arguments"
-			if len(names) > 0 {
-				sorted := slices.Clone(names)
-				sort.Strings(sorted)
-				takes = strings.Join(sorted, ", ")
-			}
-			return nil, fmt.Errorf("unknown argument %s; it takes %s", wire.Quote(k), takes)
+			return nil, fmt.Errorf("unknown argument %s; it takes %s", wire.Quote(k), takes(names))
 		}
 		val, err := fn.params[i].decode(v)
 		if err != nil {
@@ -335,22 +329,12 @@ func (p geminiParam) decode(v json.RawMessage) (any, error) {
 	if err := json.Unmarshal(v, &x); err != nil {
 		return nil, fmt.Errorf("%s: %w", p.name, err)
 	}
-	if x == nil {
+	switch {
+	case x == nil:
 		return nil, nil
-	}
-	switch p.kind {
-	case gGrid, gInt:
-		// Function-call arguments travel as JSON numbers, 500 or 500.0:
-		// a whole number either way is an integer.
-		f, ok := x.(float64)
-		if !ok || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
-			return nil, fmt.Errorf("%s must be a whole number, got %s", p.name, truncateJSON(v))
-		}
-		if p.kind == gGrid && (f < 0 || f >= geminiGrid) {
-			return nil, fmt.Errorf("%s is %g, off the grid: 0..%d", p.name, f, geminiGrid-1)
-		}
-		return int(f), nil
-	case gBool:
+	case p.kind == gGrid || p.kind == gInt:
+		return p.whole(x, v)
+	case p.kind == gBool:
 		if b, ok := x.(bool); ok {
 			return b, nil
 		}
@@ -364,4 +348,27 @@ func (p geminiParam) decode(v json.RawMessage) (any, error) {
 		return nil, fmt.Errorf("direction %s: use up, down, left or right", wire.Quote(str))
 	}
 	return str, nil
+}
+
+// whole reads a whole number. Function-call arguments travel as JSON
+// numbers, 500 or 500.0: a whole number either way is an integer.
+func (p geminiParam) whole(x any, v json.RawMessage) (any, error) {
+	f, ok := x.(float64)
+	if !ok || f != math.Trunc(f) || math.Abs(f) > math.MaxInt32 {
+		return nil, fmt.Errorf("%s must be a whole number, got %s", p.name, truncateJSON(v))
+	}
+	if p.kind == gGrid && (f < 0 || f >= geminiGrid) {
+		return nil, fmt.Errorf("%s is %g, off the grid: 0..%d", p.name, f, geminiGrid-1)
+	}
+	return int(f), nil
+}
+
+// takes lists the arguments a function takes, for an error.
+func takes(names []string) string {
+	if len(names) == 0 {
+		return "no arguments"
+	}
+	sorted := slices.Clone(names)
+	sort.Strings(sorted)
+	return strings.Join(sorted, ", ")
 }

@@ -96,18 +96,30 @@ func (s *Server) openAISpec() Tool {
 			"scroll {x, y, scroll_x, scroll_y} (pixels), type {text}, wait, screenshot. Give one as action, or several as actions, "+
 			"run in order. Coordinates are pixels of the screenshot, origin top-left. Answers with a screenshot taken once the screen has settled.", w, h),
 		Schema: mcp.ToolInputSchema{
-			Type: "object",
-			Properties: map[string]any{
-				"action":  action,
-				"actions": map[string]any{"type": "array", "items": action, "minItems": 1, "maxItems": openAIBatchMax},
-			},
-			// A computer_call item forwarded whole carries these too; they
-			// say nothing about what to do.
-			AdditionalProperties: true,
+			Type:       "object",
+			Properties: openAIProperties(action),
+			// A computer_call item forwarded whole is accepted, its own
+			// fields listed; anything else is an error.
+			AdditionalProperties: false,
 		},
 		Annotations: annotations(false, true, false),
 		Handler:     s.handleOpenAI,
 	}
+}
+
+// openAIProperties are the tool's input: action or actions, and the
+// fields of a computer_call item, which say nothing about what to do.
+func openAIProperties(action map[string]any) map[string]any {
+	props := map[string]any{
+		"action": action,
+		"actions": map[string]any{"type": "array", "items": action, "minItems": 1, "maxItems": openAIBatchMax,
+			"description": "Several action objects, run in order; if one is invalid none runs."},
+		"pending_safety_checks": map[string]any{"type": "array", "description": "Part of a computer_call item: the host acknowledges them; ignored here."},
+	}
+	for _, f := range []string{"type", "id", "call_id", "status"} {
+		props[f] = map[string]any{"type": "string", "description": "Part of a computer_call item; ignored here."}
+	}
+	return props
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -139,35 +151,9 @@ var openAIIgnored = []string{"type", "id", "call_id", "status", "pending_safety_
 // openAISteps reads the tool's input, {"action": {...}} or
 // {"actions": [...]}, into canonical steps.
 func openAISteps(raw json.RawMessage) ([]step, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		return nil, errors.New(`the arguments must be a JSON object: {"action": {"type": "click", "x": 10, "y": 20}} or {"actions": [...]}`)
-	}
-	for k := range top {
-		if k != "action" && k != "actions" && !slices.Contains(openAIIgnored, k) {
-			return nil, fmt.Errorf("unknown field %s: give action (one action object) or actions (a list of them)", wire.Quote(k))
-		}
-	}
-	if t, ok := top["type"]; ok && !bytes.Equal(bytes.TrimSpace(t), []byte(`"computer_call"`)) {
-		return nil, errors.New(`the arguments are a computer_call item or {"action": ...}: put the action object under "action", not at the top`)
-	}
-	var objs []json.RawMessage
-	one, hasOne := top["action"]
-	many, hasMany := top["actions"]
-	switch {
-	case hasOne && hasMany:
-		return nil, errors.New("give action or actions, not both")
-	case hasOne:
-		objs = []json.RawMessage{one}
-	case hasMany:
-		if err := json.Unmarshal(many, &objs); err != nil || len(objs) == 0 {
-			return nil, errors.New("actions must be a non-empty list of action objects")
-		}
-	default:
-		return nil, errors.New(`no action: give {"action": {"type": "screenshot"}} or {"actions": [...]}`)
-	}
-	if len(objs) > openAIBatchMax {
-		return nil, fmt.Errorf("%d actions in one batch; at most %d", len(objs), openAIBatchMax)
+	objs, err := openAIObjects(raw)
+	if err != nil {
+		return nil, err
 	}
 	var steps []step
 	for i, o := range objs {
@@ -181,6 +167,49 @@ func openAISteps(raw json.RawMessage) ([]step, error) {
 		steps = append(steps, st...)
 	}
 	return steps, nil
+}
+
+// openAIObjects are the action objects of the tool's input, one or a batch.
+func openAIObjects(raw json.RawMessage) ([]json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		return nil, errors.New(`the arguments must be a JSON object: {"action": {"type": "click", "x": 10, "y": 20}} or {"actions": [...]}`)
+	}
+	if err := openAITopFields(top); err != nil {
+		return nil, err
+	}
+	one, hasOne := top["action"]
+	many, hasMany := top["actions"]
+	switch {
+	case hasOne && hasMany:
+		return nil, errors.New("give action or actions, not both")
+	case hasOne:
+		return []json.RawMessage{one}, nil
+	case !hasMany:
+		return nil, errors.New(`no action: give {"action": {"type": "screenshot"}} or {"actions": [...]}`)
+	}
+	var objs []json.RawMessage
+	if err := json.Unmarshal(many, &objs); err != nil || len(objs) == 0 {
+		return nil, errors.New("actions must be a non-empty list of action objects")
+	}
+	if len(objs) > openAIBatchMax {
+		return nil, fmt.Errorf("%d actions in one batch; at most %d", len(objs), openAIBatchMax)
+	}
+	return objs, nil
+}
+
+// openAITopFields refuses fields beside action and actions other than a
+// computer_call item's own.
+func openAITopFields(top map[string]json.RawMessage) error {
+	for k := range top {
+		if k != "action" && k != "actions" && !slices.Contains(openAIIgnored, k) {
+			return fmt.Errorf("unknown field %s: give action (one action object) or actions (a list of them)", wire.Quote(k))
+		}
+	}
+	if t, ok := top["type"]; ok && !bytes.Equal(bytes.TrimSpace(t), []byte(`"computer_call"`)) {
+		return errors.New(`the arguments are a computer_call item or {"action": ...}: put the action object under "action", not at the top`)
+	}
+	return nil
 }
 
 // parse reads one action object strictly and translates it.

@@ -103,6 +103,7 @@ type pyRun struct {
 	last     hci.Result
 	held     []string // keys held with keyDown, canonical names, in order
 	heldUsed bool     // an action used the held keys as modifiers
+	cut      bool     // print output was cut at the limit
 	lim      ScriptLimits
 }
 
@@ -126,6 +127,8 @@ func (s *Server) RunPyAutoGUI(ctx context.Context, code string) (res *mcp.CallTo
 	th.Print = func(_ *starlark.Thread, msg string) {
 		if r.out.Len()+len(msg) < lim.MaxOutputBytes {
 			r.out.WriteString(msg + "\n")
+		} else {
+			r.cut = true
 		}
 	}
 	th.Load = func(*starlark.Thread, string) (starlark.StringDict, error) {
@@ -148,6 +151,9 @@ func (s *Server) RunPyAutoGUI(ctx context.Context, code string) (res *mcp.CallTo
 	texts := []string{}
 	if r.out.Len() > 0 {
 		texts = append(texts, r.out.String())
+	}
+	if r.cut {
+		texts = append(texts, fmt.Sprintf("note: printing stopped at %d bytes; the rest was left out", lim.MaxOutputBytes))
 	}
 	if len(r.held) > 0 {
 		// Held keys are modifiers of the calls that used them, never left
@@ -208,18 +214,7 @@ var importLine = regexp.MustCompile(`^(\s*)((?:import|from)\s[^;#]*)(;?)(.*)$`)
 // the same indentation, so line numbers stay true, and refuses any other
 // import, naming it. A Markdown code fence around the code is dropped too.
 func stripImports(code string) (string, error) {
-	lines := strings.Split(code, "\n")
-	if n := len(lines); n >= 2 && strings.HasPrefix(strings.TrimSpace(lines[0]), "```") {
-		lines[0] = ""
-		for i := n - 1; i > 0; i-- {
-			if t := strings.TrimSpace(lines[i]); t != "" {
-				if t == "```" {
-					lines[i] = ""
-				}
-				break
-			}
-		}
-	}
+	lines := unfence(strings.Split(code, "\n"))
 	for i, line := range lines {
 		for {
 			m := importLine.FindStringSubmatch(line)
@@ -239,6 +234,24 @@ func stripImports(code string) (string, error) {
 		lines[i] = line
 	}
 	return strings.Join(lines, "\n"), nil
+}
+
+// unfence blanks a Markdown code fence around the code (```python ...
+// ```), which models often write and hosts do not always strip.
+func unfence(lines []string) []string {
+	if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[0]), "```") {
+		return lines
+	}
+	lines[0] = ""
+	for i := len(lines) - 1; i > 0; i-- {
+		if t := strings.TrimSpace(lines[i]); t != "" {
+			if t == "```" {
+				lines[i] = ""
+			}
+			break
+		}
+	}
+	return lines
 }
 
 func allowedImport(stmt string) error {

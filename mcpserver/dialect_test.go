@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -402,6 +403,80 @@ func TestPyAutoGUIStopsAtTheBadCall(t *testing.T) {
 			sx, sy := r.space.ToScreen(20, 20)
 			if _, ok := ev.first(func(e xprobe.Event) bool { return e.Kind == xprobe.ButtonPress && e.X == sx && e.Y == sy }); ok {
 				t.Errorf("the call after the bad one ran: %v", ev)
+			}
+		})
+	}
+}
+
+// TestDialectToolsList: each dialect's tools over every transport, with
+// strict schemas (no unknown fields), described properties, the model
+// space or the grid in the descriptions, and every hint set.
+func TestDialectToolsList(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1920, h: 1200, model: "auto", modes: []Mode{ModeOpenAI, ModeGemini, ModePyAutoGUI}, noProbe: true})
+	want := append([]string{openAITool, pyautoguiTool}, dialectToolNames()[2:]...)
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			tools := listWire(t, r, kind)
+			if got := names(tools); !slices.Equal(got, sorted(want)) {
+				t.Fatalf("tools %v, want %v", got, sorted(want))
+			}
+			for name, tl := range tools {
+				s := tl.InputSchema
+				if s.Type != "object" || s.AdditionalProperties == nil || *s.AdditionalProperties {
+					t.Errorf("%s: schema type %q, additionalProperties %v: want a strict object", name, s.Type, s.AdditionalProperties)
+				}
+				for _, req := range s.Required {
+					if _, ok := s.Properties[req]; !ok {
+						t.Errorf("%s: required %q is not a property", name, req)
+					}
+				}
+				for pname, p := range s.Properties {
+					if p["type"] == nil || p["description"] == nil || p["description"] == "" {
+						t.Errorf("%s.%s: every property needs a type and a description, got %v", name, pname, p)
+					}
+				}
+				if !strings.Contains(tl.Description, "1280 x 800") {
+					t.Errorf("%s: the description does not give the 1280 x 800 screenshot: %q", name, tl.Description)
+				}
+				a := tl.Annotations
+				if a.ReadOnly == nil || a.Destructive == nil || a.Idempotent == nil || a.OpenWorld == nil || *a.OpenWorld {
+					t.Errorf("%s: annotations must all be set and openWorldHint false, got %+v", name, a)
+				}
+			}
+			if d := tools["click_at"].Description; !strings.Contains(d, "1000 x 1000 grid") {
+				t.Errorf("click_at does not say its grid: %q", d)
+			}
+		})
+	}
+}
+
+// TestDialectsEveryTransport: one call of each dialect over each transport
+// reaches X and answers with the screenshot.
+func TestDialectsEveryTransport(t *testing.T) {
+	r := newRig(t, rigConfig{w: 1280, h: 800, model: "auto", modes: []Mode{ModeOpenAI, ModeGemini, ModePyAutoGUI}})
+	calls := []struct {
+		tool string
+		args map[string]any
+	}{
+		{openAITool, map[string]any{"action": act{"type": "click", "button": "left", "x": 100, "y": 100}}},
+		{"click_at", act{"x": 500, "y": 500}},
+		{pyautoguiTool, map[string]any{"code": "pyautogui.click(x=0.25, y=0.75)"}},
+	}
+	for _, kind := range transports {
+		t.Run(kind, func(t *testing.T) {
+			c := r.connect(t, kind)
+			for _, cl := range calls {
+				r.settleProbe(t)
+				res := call(t, c, cl.tool, cl.args)
+				if res.IsError {
+					t.Fatalf("%s: %s", cl.tool, resultText(res))
+				}
+				if got := resultImages(t, res); len(got) != 1 || got[0] != [2]int{1280, 800} {
+					t.Errorf("%s: images %v, want one 1280x800 screenshot", cl.tool, got)
+				}
+				if n := events(r.settleProbe(t)).count(button(xprobe.ButtonPress, 1)); n != 1 {
+					t.Errorf("%s over %s: %d clicks reached X, want 1", cl.tool, kind, n)
+				}
 			}
 		})
 	}
