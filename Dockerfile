@@ -38,8 +38,9 @@ ARG VERSION=dev
 RUN CGO_ENABLED=1 go build -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/deskenv ./cmd/deskenv \
  && /out/deskenv version
 
-# The bare xterm desktop: the runtime group without the applications
-# (install-deps.sh's slim group), and everything deskenv's layout needs.
+# The bare xterm desktop (install-deps.sh's slim group: the runtime group
+# without the applications, and without the X tools only hosts use), and
+# everything deskenv's layout needs.
 FROM debian:bookworm-slim AS slim
 COPY scripts/install-deps.sh /usr/local/lib/deskenv/install-deps.sh
 RUN /usr/local/lib/deskenv/install-deps.sh slim \
@@ -109,11 +110,11 @@ HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
 ENTRYPOINT ["/usr/local/bin/deskenv", "init", "--", "/usr/bin/tini", "--", "/usr/local/bin/deskenv"]
 
 # The full desktop: slim plus Chromium, Mousepad and the fonts web pages ask
-# for (the rest of install-deps.sh's runtime group). It inherits slim's users,
-# binary, environment, health check and entrypoint. The last stage is what
+# for (install-deps.sh's apps group). It inherits slim's users, binary,
+# environment, health check and entrypoint. The last stage is what
 # `docker build` makes without --target.
 FROM slim AS full
 USER root
-RUN /usr/local/lib/deskenv/install-deps.sh runtime \
+RUN /usr/local/lib/deskenv/install-deps.sh apps \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 USER deskenv

@@ -81,12 +81,15 @@ qualify() {
 }
 
 standin_label=org.deskenv.stand-in
+# standin_rev is part of the cached roots' names: a change to how they are
+# made takes effect without anyone clearing the cache.
+standin_rev=2
 
 # debian_root makes (once) the stand-in root for debian:<suite>-slim: a
 # minbase debootstrap with what Debian's slim images add (no package cache,
 # no documentation, deb822 sources with updates and security).
 debian_root() { # suite -> path of the tar
-  local suite=$1 tar="$cache/debian-$1-slim.tar" dir
+  local suite=$1 tar="$cache/debian-$1-slim-r$standin_rev.tar" dir
   if [ -s "$tar" ]; then echo "$tar"; return; fi
   mkdir -p "$cache"
   dir=$(mktemp -d "$cache/root.XXXXXX")
@@ -108,6 +111,8 @@ path-exclude /usr/share/groff/*
 path-exclude /usr/share/info/*
 path-exclude /usr/share/lintian/*
 path-exclude /usr/share/linda/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
 EOF
   rm -f "$dir/etc/apt/sources.list"
   cat >"$dir/etc/apt/sources.list.d/debian.sources" <<EOF
@@ -125,6 +130,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
   # What the slim image leaves out, already installed by debootstrap.
   find "$dir/usr/share/doc" ! -type d ! -name copyright -delete
+  find "$dir/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
   rm -rf "$dir"/usr/share/man/* "$dir"/usr/share/info/* \
          "$dir"/var/lib/apt/lists/* "$dir"/var/cache/apt/*.bin "$dir"/var/cache/apt/archives/*.deb
   : >"$dir/etc/resolv.conf"
@@ -145,7 +151,7 @@ golang_root() { # go-version suite -> path of the tar
     "go$want"|"go$want".*) ;;
     *) die "the Dockerfile wants golang:$want-$suite; /usr/local/go is $have, not a stand-in for it" ;;
   esac
-  tar="$cache/golang-$want-$suite-$have.tar"
+  tar="$cache/golang-$want-$suite-$have-r$standin_rev.tar"
   if [ -s "$tar" ]; then echo "$tar"; return; fi
   debtar=$(debian_root "$suite")
   dir=$(mktemp -d "$cache/root.XXXXXX")
@@ -166,10 +172,15 @@ base_image() {
   full=$(qualify "$img")
   if podman image exists "$full"; then
     made=$(podman image inspect --format "{{index .Labels \"$standin_label\"}}" "$full" 2>/dev/null || true)
-    if [ -n "$made" ] && [ "$made" != "<no value>" ]; then
-      say "$img: using the stand-in made earlier ($made), not the published image"
+    if [ -z "$made" ] || [ "$made" = "<no value>" ]; then
+      return
     fi
-    return
+    if [[ "$made" == *"-r$standin_rev" ]]; then
+      say "$img: using the stand-in made earlier ($made), not the published image"
+      return
+    fi
+    say "$img: the stand-in in podman's storage ($made) is from an older recipe; making it again"
+    podman untag "$full"
   fi
   say "$img: pulling $full (up to ${pull_timeout}s)"
   if timeout "$pull_timeout" podman pull -q "$full" >/dev/null 2>"$cache/pull.log"; then
@@ -184,14 +195,14 @@ base_image() {
     debian:*-slim)
       tar=$(debian_root "${tag%-slim}")
       podman import -q --change "ENV PATH=$path" --change 'CMD ["bash"]' \
-        --change "LABEL $standin_label=debootstrap-minbase-${tag%-slim}" "$tar" "$full" >/dev/null ;;
+        --change "LABEL $standin_label=debootstrap-minbase-${tag%-slim}-r$standin_rev" "$tar" "$full" >/dev/null ;;
     golang:*-*)
       tar=$(golang_root "${tag%%-*}" "${tag#*-}")
       local gov
       gov=$(/usr/local/go/bin/go env GOVERSION)
       podman import -q --change "ENV PATH=/go/bin:/usr/local/go/bin:$path" --change "ENV GOPATH=/go" \
         --change "ENV GOTOOLCHAIN=local" --change "ENV GOLANG_VERSION=${gov#go}" --change "WORKDIR /go" \
-        --change 'CMD ["bash"]' --change "LABEL $standin_label=debootstrap-minbase-${tag#*-}+host-$gov" \
+        --change 'CMD ["bash"]' --change "LABEL $standin_label=debootstrap-minbase-${tag#*-}+host-$gov-r$standin_rev" \
         "$tar" "$full" >/dev/null ;;
     *) die "$img: cannot pull it and have no stand-in for it (only debian:<suite>-slim and golang:<go>-<suite>)" ;;
   esac

@@ -3,7 +3,7 @@
 # the Dockerfile calls it with "build" and "runtime", `make run` with "build runtime",
 # `make test` and CI with "all". It is quick when everything is already there.
 #
-#   scripts/install-deps.sh [build] [runtime] [slim] [test] [image] [all]
+#   scripts/install-deps.sh [build] [runtime] [slim] [apps] [test] [image] [all]
 set -euo pipefail
 
 build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
@@ -15,9 +15,12 @@ build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
 runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
          fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libvpx7 libyuv0 libcap2-bin)
 test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
-# slim is runtime without the applications of the full desktop: what the image's
-# slim target (a bare xterm desktop) ships. apps lists what it leaves out.
+# The image ships runtime in two parts: slim, the bare xterm desktop (its slim
+# target), and apps, what the full desktop adds to it. Neither has hostonly:
+# X tools in runtime for people and tests on a host, which deskenv never runs
+# (x11-xserver-utils' xrdb pulls in the C preprocessor, 35 MB).
 apps=(chromium mousepad fonts-liberation)
+hostonly=(x11-xserver-utils)
 # image is what `make image` and `make image-test` need to build and run the
 # image on a Debian host without Docker: podman with the runc runtime, and
 # debootstrap for the stand-in base images when the real ones cannot be pulled.
@@ -30,12 +33,13 @@ for group in "$@"; do
     build) want+=("${build[@]}") ;;
     runtime) want+=("${runtime[@]}") ;;
     slim) for p in "${runtime[@]}"; do
-            case " ${apps[*]} " in *" $p "*) ;; *) want+=("$p") ;; esac
+            case " ${apps[*]} ${hostonly[*]} " in *" $p "*) ;; *) want+=("$p") ;; esac
           done ;;
+    apps) want+=("${apps[@]}") ;;
     test) want+=("${test[@]}") ;;
     image) want+=("${image[@]}") ;;
     all) want+=("${build[@]}" "${runtime[@]}" "${test[@]}") ;;
-    *) echo "install-deps: unknown group '$group' (use build, runtime, slim, test, image or all)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown group '$group' (use build, runtime, slim, apps, test, image or all)" >&2; exit 2 ;;
   esac
 done
 
