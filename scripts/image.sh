@@ -49,8 +49,9 @@ done
 
 ./scripts/install-deps.sh image
 
-# containers.conf: no default ulimits (podman's default nofile limit is above
-# what this kernel lets a container set, and runc refuses it) and cgroupfs
+# containers.conf: no default ulimits (podman would raise the open-files
+# limit to 1048576, above the hard limit root has on CI's machines, and runc
+# fails: "error setting rlimit type 7: operation not permitted") and cgroupfs
 # (no systemd to ask for cgroups). Only when the file does not say otherwise.
 conf=/etc/containers/containers.conf
 set_conf() { # section key value
