@@ -424,9 +424,12 @@ if grep -q '"level":"WARN".*no tokens' "$tmp/deskenv.log"; then fail "deskenv wa
 
 # 8. Where it wrote. The Kubernetes manifests make the root filesystem
 # read-only and mount volumes at the home, the state directory, /tmp and
-# /dev/shm: anything this run wrote elsewhere would fail there.
+# /dev/shm: anything this run wrote elsewhere would fail there. Container
+# engines' storage is left out: the image's layers (`make image`) hold files
+# of the image's uids, which on this host may be the ones this check made.
 if [ "$created_user" = 1 ]; then
-  written="$(find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path "$home" -o -path "$workdir" -o -path /tmp \) -prune \
+  written="$(find / -xdev \( -path /proc -o -path /sys -o -path /dev -o -path "$home" -o -path "$workdir" -o -path /tmp \
+    -o -path /var/lib/containers -o -path /var/lib/docker \) -prune \
     -o \( -uid "$run_uid" -o -uid "$session_uid" \) -print 2>/dev/null | { grep -v "^${tasks_dir:-/nonexistent}" || true; } | head -n 20)"
   [ -z "$written" ] || fail "wrote outside home, $workdir, /tmp and /dev/shm, which a read-only root filesystem refuses: $written"
   say "ok: wrote only to the home, $workdir, /tmp and /dev/shm (a read-only root filesystem holds)"
