@@ -5,9 +5,10 @@
 # Two targets: the default, "full", is the desktop above; "slim" is the bare
 # xterm desktop (no Chromium, no Mousepad), for agents that need a terminal
 # and X only. full is slim plus those applications, so the two share every
-# layer but the last. `make image` builds both with podman (scripts/image.sh).
+# layer but the last (which a new binary rebuilds too: the price of keeping one
+# copy of the layout). `make image` builds both with podman (scripts/image.sh).
 #
-# Both stages install their Debian packages with scripts/install-deps.sh, the
+# Every stage installs its Debian packages with scripts/install-deps.sh, the
 # same script `make run`, `make test` and CI use, so the image and a developer's
 # machine cannot drift apart. scripts/check-runtime.sh rebuilds this runtime
 # layout (user, paths, environment, entrypoint) on a plain Debian host and
