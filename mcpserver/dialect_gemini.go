@@ -290,6 +290,9 @@ func (s *Server) geminiHandler(fn geminiFunc) func(context.Context, mcp.CallTool
 
 // parse checks a call's arguments against the function's parameters.
 func (fn geminiFunc) parse(raw json.RawMessage) (geminiArgs, error) {
+	if err := wire.CheckJSON(raw); err != nil {
+		return nil, err
+	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
 		return nil, errors.New("the arguments must be a JSON object")

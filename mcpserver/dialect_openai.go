@@ -171,6 +171,11 @@ func openAISteps(raw json.RawMessage) ([]step, error) {
 
 // openAIObjects are the action objects of the tool's input, one or a batch.
 func openAIObjects(raw json.RawMessage) ([]json.RawMessage, error) {
+	// rawArguments checked the call's arguments already; checked here too
+	// so that no caller can put invalid UTF-8 into an error message.
+	if err := wire.CheckJSON(raw); err != nil {
+		return nil, err
+	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
 		return nil, errors.New(`the arguments must be a JSON object: {"action": {"type": "click", "x": 10, "y": 20}} or {"actions": [...]}`)

@@ -214,6 +214,9 @@ var importLine = regexp.MustCompile(`^(\s*)((?:import|from)\s[^;#]*)(;?)(.*)$`)
 // the same indentation, so line numbers stay true, and refuses any other
 // import, naming it. A Markdown code fence around the code is dropped too.
 func stripImports(code string) (string, error) {
+	if err := wire.CheckString(code); err != nil {
+		return "", fmt.Errorf("the code: %w", err)
+	}
 	lines := unfence(strings.Split(code, "\n"))
 	for i, line := range lines {
 		for {
