@@ -464,6 +464,9 @@ func BenchmarkToolsList(b *testing.B) {
 		{"computer+tools", rigConfig{modes: []Mode{ModeComputer, ModeTools}}},
 		{"computer", rigConfig{modes: []Mode{ModeComputer}}},
 		{"codeact", rigConfig{modes: []Mode{ModeCodeAct}}},
+		{"openai", rigConfig{modes: []Mode{ModeOpenAI}}},
+		{"gemini", rigConfig{modes: []Mode{ModeGemini}}},
+		{"pyautogui", rigConfig{modes: []Mode{ModePyAutoGUI}}},
 		{"everything", rigConfig{modes: []Mode{ModeComputer, ModeTools, ModeCodeAct}, findTools: true, traits: all}},
 		{"everything-deferred", rigConfig{modes: []Mode{ModeComputer, ModeTools, ModeCodeAct}, findTools: true, deferTools: true, traits: all}},
 	} {
