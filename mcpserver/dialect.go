@@ -240,18 +240,26 @@ func prefixed(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// chord maps keys pressed together to a canonical chord, "ctrl+c".
+// chord maps keys pressed together to a canonical chord, "ctrl+c". A key
+// given as a chord itself ("ctrl+c" as one entry of OpenAI's keys, which
+// models write now and then) is its keys.
 func chord(dialect string, keys []string, lowerLetters bool) (string, error) {
 	if len(keys) == 0 {
 		return "", prefixed(dialect, errors.New("no keys given"))
 	}
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		n, err := keyName(dialect, k, lowerLetters)
-		if err != nil {
-			return "", err
+	var names []string
+	for _, k := range keys {
+		parts := []string{k}
+		if k != "+" && strings.Contains(k, "+") {
+			parts = strings.Split(k, "+")
 		}
-		names[i] = n
+		for _, p := range parts {
+			n, err := keyName(dialect, p, lowerLetters)
+			if err != nil {
+				return "", err
+			}
+			names = append(names, n)
+		}
 	}
 	return strings.Join(names, "+"), nil
 }

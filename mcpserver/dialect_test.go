@@ -63,6 +63,8 @@ func openAICases() []dialectCase {
 			same(act{"action": "key", "text": "ctrl+l"})},
 		{"keypress enter", openAITool, one(act{"type": "keypress", "keys": []string{"ENTER"}}),
 			same(act{"action": "key", "text": "Return"})},
+		{"keypress as one chord", openAITool, one(act{"type": "keypress", "keys": []string{"ctrl+shift+t"}}),
+			same(act{"action": "key", "text": "ctrl+shift+t"})},
 		{"keypress arrowleft", openAITool, one(act{"type": "keypress", "keys": []string{"ARROWLEFT"}}),
 			same(act{"action": "key", "text": "Left"})},
 		{"drag two points", openAITool, one(act{"type": "drag", "path": []act{{"x": 100, "y": 100}, {"x": 500, "y": 300}}}),
