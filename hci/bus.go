@@ -48,6 +48,10 @@ type Event struct {
 	Input    *Input        `json:"input,omitempty"`
 	Duration time.Duration `json:"duration"` // how long execution took
 	Err      string        `json:"err,omitempty"`
+	// Via names the other model's tool an agent's action was said in
+	// ("openai", "gemini", "pyautogui"; WithVia), empty for the computer
+	// tool's own vocabulary: the action itself is always canonical.
+	Via string `json:"via,omitempty"`
 	// Of is, for an observation, the Seq of the action it followed.
 	Of          uint64       `json:"of,omitempty"`
 	Observation *Observation `json:"-"`

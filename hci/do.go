@@ -31,7 +31,7 @@ func (e *Executor) Do(ctx context.Context, a Action, src Source) (Result, error)
 	start := time.Now()
 	res, err := e.do(ctx, a, src)
 	ac := a
-	ev := Event{Time: start, Mono: start.Sub(e.start), Source: src, Kind: KindAction, Action: &ac, Duration: time.Since(start)}
+	ev := Event{Time: start, Mono: start.Sub(e.start), Source: src, Kind: KindAction, Action: &ac, Duration: time.Since(start), Via: ViaOf(ctx)}
 	if err != nil {
 		ev.Err = err.Error()
 	}

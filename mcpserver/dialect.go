@@ -77,10 +77,12 @@ func (s *Server) checkStep(st step) (hci.Action, error) {
 }
 
 // runSteps runs a dialect call's canonical actions in order as the agent,
-// then answers as the dialects expect: with a screenshot taken once the
-// screen has settled. A step that fails stops the rest; the error says
-// which ran, and a left button a failed drag left pressed is released.
-func (s *Server) runSteps(ctx context.Context, tool string, steps []step) (res *mcp.CallToolResult) {
+// marked as said in dialect (hci.WithVia), then answers as the dialects
+// expect: with a screenshot taken once the screen has settled. A step that
+// fails stops the rest; the error says which ran, and a left button a
+// failed drag left pressed is released.
+func (s *Server) runSteps(ctx context.Context, dialect Mode, tool string, steps []step) (res *mcp.CallToolResult) {
+	ctx = hci.WithVia(ctx, string(dialect))
 	start := time.Now()
 	defer func() {
 		// A bug in a translation must cost the model one call, not the server.
@@ -100,7 +102,7 @@ func (s *Server) runSteps(ctx context.Context, tool string, steps []step) (res *
 	for i, a := range actions {
 		out, err := s.exec.Do(ctx, a, hci.SourceAgent)
 		if err != nil {
-			s.releaseButton(actions[:i])
+			s.releaseButton(dialect, actions[:i])
 			return toolError(stepError(tool, i, actions, err))
 		}
 		settle = settle || a.Mutates()
@@ -132,7 +134,7 @@ func stepError(tool string, i int, actions []hci.Action, err error) error {
 // releaseButton lets go of the left button when the steps that ran pressed
 // it and did not release it (a drag along a path stopped half way), so a
 // failed call does not leave the desktop dragging.
-func (s *Server) releaseButton(ran []hci.Action) {
+func (s *Server) releaseButton(dialect Mode, ran []hci.Action) {
 	down := false
 	for _, a := range ran {
 		switch a.Action {
@@ -146,7 +148,7 @@ func (s *Server) releaseButton(ran []hci.Action) {
 		return
 	}
 	// A fresh context: the call's own may be what failed.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(hci.WithVia(context.Background(), string(dialect)), 5*time.Second)
 	defer cancel()
 	if _, err := s.exec.Do(ctx, hci.Action{Action: hci.ActLeftMouseUp}, hci.SourceAgent); err != nil {
 		s.log.Warn("releasing the left button after a failed drag", "err", err)

@@ -284,7 +284,7 @@ func (s *Server) geminiHandler(fn geminiFunc) func(context.Context, mcp.CallTool
 		if err != nil {
 			return toolError(fmt.Errorf("%s: %w", fn.name, err)), nil
 		}
-		return s.runSteps(ctx, fn.name, steps), nil
+		return s.runSteps(ctx, ModeGemini, fn.name, steps), nil
 	}
 }
 

@@ -141,7 +141,7 @@ func (s *Server) handleOpenAI(ctx context.Context, req mcp.CallToolRequest) (*mc
 	if err != nil {
 		return toolError(fmt.Errorf("%s: %w", openAITool, err)), nil
 	}
-	return s.runSteps(ctx, openAITool, steps), nil
+	return s.runSteps(ctx, ModeOpenAI, openAITool, steps), nil
 }
 
 // openAIIgnored are the fields of a computer_call item that may come with

@@ -119,7 +119,7 @@ func (s *Server) RunPyAutoGUI(ctx context.Context, code string) (res *mcp.CallTo
 	if err != nil {
 		return toolError(fmt.Errorf("pyautogui: %w; nothing was run", err))
 	}
-	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
+	ctx, cancel := context.WithTimeout(hci.WithVia(ctx, string(ModePyAutoGUI)), lim.Timeout)
 	defer cancel()
 	r := &pyRun{s: s, ctx: ctx, lim: lim}
 	th := &starlark.Thread{Name: pyautoguiTool}

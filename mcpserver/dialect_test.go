@@ -195,15 +195,19 @@ func TestDialects(t *testing.T) {
 	bus, stop := r.exec.Bus().Subscribe(0)
 	defer stop()
 	for _, set := range []struct {
-		name  string
+		name  Mode
 		cases []dialectCase
-	}{{"openai", openAICases()}, {"gemini", geminiCases()}, {"pyautogui", pyautoguiCases()}} {
-		t.Run(set.name, func(t *testing.T) {
+	}{{ModeOpenAI, openAICases()}, {ModeGemini, geminiCases()}, {ModePyAutoGUI, pyautoguiCases()}} {
+		t.Run(string(set.name), func(t *testing.T) {
 			for _, tc := range set.cases {
 				t.Run(tc.name, func(t *testing.T) {
 					want := tc.want(r.space)
 					gotEv, gotActs := r.runDialect(t, c, bus, tc.tool, tc.args)
 					wantEv, wantActs := r.runCanonical(t, c, bus, want)
+					// The same canonical actions, marked as said in the dialect.
+					for i := range wantActs {
+						wantActs[i] = strings.Replace(wantActs[i], ":", ":"+viaTag(string(set.name)), 1)
+					}
 					if !reflect.DeepEqual(gotActs, wantActs) {
 						t.Errorf("published actions:\n got  %v\n want %v", gotActs, wantActs)
 					}
@@ -266,12 +270,20 @@ func drainActions(bus <-chan hci.Event) []string {
 		case ev := <-bus:
 			if ev.Kind == hci.KindAction && ev.Action != nil {
 				b, _ := json.Marshal(ev.Action)
-				out = append(out, fmt.Sprintf("%s:%s", ev.Source, b))
+				out = append(out, fmt.Sprintf("%s:%s%s", ev.Source, viaTag(ev.Via), b))
 			}
 		case <-time.After(50 * time.Millisecond):
 			return out
 		}
 	}
+}
+
+// viaTag shows an event's dialect in drainActions' lines.
+func viaTag(via string) string {
+	if via == "" {
+		return ""
+	}
+	return "via " + via + ":"
 }
 
 func (r *rig) runDialect(t *testing.T, c *client.Client, bus <-chan hci.Event, tool string, args map[string]any) ([]xprobe.Event, []string) {

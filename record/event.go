@@ -43,6 +43,10 @@ type Event struct {
 	// Dur is how long execution took, in seconds.
 	Dur float64 `json:"dur,omitempty"`
 	Err string  `json:"err,omitempty"`
+	// Via is the other model's tool an agent's action was said in
+	// (hci.Event.Via): "openai", "gemini" or "pyautogui"; empty for the
+	// computer tool.
+	Via string `json:"via,omitempty"`
 }
 
 // End is when the event's execution finished, in episode seconds.
@@ -53,7 +57,7 @@ func fromBus(ev hci.Event, zero time.Time, i int) Event {
 	out := Event{
 		I: i, T: secs(ev.Time.Sub(zero)), Seq: ev.Seq, MonoNS: int64(ev.Mono),
 		Source: ev.Source, Kind: ev.Kind, Action: ev.Action, Input: ev.Input,
-		Dur: secs(ev.Duration), Err: ev.Err,
+		Dur: secs(ev.Duration), Err: ev.Err, Via: ev.Via,
 	}
 	if ev.Input != nil && ev.Input.Keysym != 0 {
 		out.Key = ev.Input.Keysym.String()
@@ -99,6 +103,10 @@ type Step struct {
 	AfterOwn bool `json:"after_own,omitempty"`
 	// Err is the executor's error for an action that failed.
 	Err string `json:"error,omitempty"`
+	// Via is the other model's tool the agent said the action in
+	// ("openai", "gemini", "pyautogui"; docs/DIALECTS.md); empty for the
+	// computer tool. Action is canonical either way.
+	Via string `json:"via,omitempty"`
 }
 
 // Shot is one line of shots.jsonl: an observation a step refers to (the

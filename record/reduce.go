@@ -187,7 +187,7 @@ func (r *Reducer) Add(ev Event) []Step {
 		r.tick(ev.T)
 		r.closeOpen()
 		r.haveLast = false
-		st := Step{Source: ev.Source, Action: *ev.Action, TStart: ev.T, TEnd: ev.End(), Events: []int{ev.I, ev.I}, Err: ev.Err}
+		st := Step{Source: ev.Source, Action: *ev.Action, TStart: ev.T, TEnd: ev.End(), Events: []int{ev.I, ev.I}, Err: ev.Err, Via: ev.Via}
 		r.out = append(r.out, st)
 		if c := ev.Action.Coordinate; len(c) == 2 && ev.Err == "" {
 			r.ptrX, r.ptrY = r.toScreen(c[0], c[1])
