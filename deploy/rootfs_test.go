@@ -148,7 +148,8 @@ func TestImageInRootfs(t *testing.T) {
 		os.Chmod(filepath.Join(root, "/opt/deskenv-check/scripts", s), 0o755)
 	}
 	l := readLayout(t)
-	home, _ := l.getenv("HOME")
+	// --home is the desktop's home (DESKENV_HOME, desk's), not deskenv's HOME.
+	home, _ := l.getenv("DESKENV_HOME")
 	args := []string{"/opt/deskenv-check/scripts/check-runtime.sh", "--own-user", "--user", l.user, "--home", home, "--workdir", l.workdir,
 		"--bin", l.binary, "--addr", "127.0.0.1:" + strconv.Itoa(freePort(t, "tcp")), "--udp-port", strconv.Itoa(freePort(t, "udp"))}
 	for _, kv := range l.env {
