@@ -35,12 +35,18 @@ const (
 	RoleOperator Role = "operator"
 	// RoleViewer may watch the desktop (the browser client and the stream).
 	RoleViewer Role = "viewer"
+	// RoleAnnotator records demonstrations: it may watch, take control,
+	// list tasks, reset into one, record, end the episode it records and
+	// review its own episodes; never change policy or tokens, nor touch
+	// other people's episodes. Between viewer and operator: it implies
+	// RoleViewer, and RoleOperator implies it.
+	RoleAnnotator Role = "annotator"
 	// RoleLocal is the role of every request when no token is configured.
 	RoleLocal Role = "local"
 )
 
 // Roles lists the roles a token can be issued for.
-var roleNames = []Role{RoleAgent, RoleOperator, RoleViewer}
+var roleNames = []Role{RoleAgent, RoleOperator, RoleAnnotator, RoleViewer}
 
 // ParseRole reads a role name, case-insensitively.
 func ParseRole(s string) (Role, error) {
@@ -50,7 +56,7 @@ func ParseRole(s string) (Role, error) {
 			return r, nil
 		}
 	}
-	return "", fmt.Errorf("unknown role %q: use agent, operator or viewer", s)
+	return "", fmt.Errorf("unknown role %q: use agent, operator, annotator or viewer", s)
 }
 
 // Token is one bearer token and the role it grants.
@@ -62,7 +68,7 @@ type Token struct {
 // Config says where tokens come from. All sources are merged; a token may
 // appear only once across all roles.
 type Config struct {
-	AgentToken, OperatorToken, ViewerToken string
+	AgentToken, OperatorToken, AnnotatorToken, ViewerToken string
 	// TokensFile holds lines ROLE=TOKEN; blank lines and lines starting with
 	// '#' are ignored. Several tokens per role are allowed.
 	TokensFile string
@@ -107,6 +113,7 @@ func New(c Config) (*Auth, error) {
 	}
 	add(RoleAgent, c.AgentToken, "the agent token")
 	add(RoleOperator, c.OperatorToken, "the operator token")
+	add(RoleAnnotator, c.AnnotatorToken, "the annotator token")
 	add(RoleViewer, c.ViewerToken, "the viewer token")
 	for i, t := range c.Tokens {
 		add(t.Role, t.Value, fmt.Sprintf("token %d", i+1))
@@ -274,17 +281,40 @@ func bearer(r *http.Request) string {
 }
 
 // Allows reports whether a holder of role may use an endpoint that accepts
-// any of need. Operator implies viewer; local mode allows everything.
+// any of need. The people's roles are ranked: operator implies annotator,
+// annotator implies viewer; the agent's stands apart. Local mode allows
+// everything.
 func Allows(role Role, need ...Role) bool {
 	if role == RoleLocal {
 		return true
 	}
 	for _, n := range need {
-		if role == n || (role == RoleOperator && n == RoleViewer) {
+		if role == n || rank(role) > rank(n) && rank(n) > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// rank orders the people's roles; 0 is a role outside the order (agent).
+func rank(r Role) int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleAnnotator:
+		return 2
+	case RoleOperator:
+		return 3
+	}
+	return 0
+}
+
+// TokenID is a short, stable name of a token for records and logs: the
+// first 8 hex digits of its SHA-256. It tells tokens apart without being
+// one, so it may be written where the token must never be.
+func TokenID(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:4])
 }
 
 func needText(roles []Role) string {
@@ -309,6 +339,8 @@ func forbiddenText(have Role, need []Role) string {
 		return "this token is for agents (MCP only at /mcp); " + needText(need)
 	case have == RoleViewer && control:
 		return "this token is for viewers (watch only); the control plane needs an operator token"
+	case have == RoleAnnotator && control:
+		return "this token is for annotators (tasks, recording and their own episodes); this endpoint needs an operator token"
 	default:
 		return fmt.Sprintf("this token is for role %s; %s", have, needText(need))
 	}

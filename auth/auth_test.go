@@ -14,11 +14,12 @@ const (
 	agentTok    = "agent-token-0123456789"
 	operatorTok = "operator-token-0123456789"
 	viewerTok   = "viewer-token-0123456789"
+	annotTok    = "annotator-token-0123456789"
 )
 
 func testAuth(t *testing.T) *Auth {
 	t.Helper()
-	a, err := New(Config{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok})
+	a, err := New(Config{AgentToken: agentTok, OperatorToken: operatorTok, ViewerToken: viewerTok, AnnotatorToken: annotTok})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +50,13 @@ func TestAuthRequire(t *testing.T) {
 		{"operator is not an agent", []Role{RoleAgent}, "Bearer " + operatorTok, "", 403, "role agent"},
 		{"token in query on a page route", []Role{RoleViewer}, "", "token=" + viewerTok, 204, ""},
 		{"lower-case scheme", []Role{RoleOperator}, "bearer " + operatorTok, "", 204, ""},
+		{"annotator on control", []Role{RoleOperator}, "Bearer " + annotTok, "", 403, "annotators"},
+		{"annotator watches", []Role{RoleViewer}, "Bearer " + annotTok, "", 204, ""},
+		{"annotator on its routes", []Role{RoleAnnotator}, "Bearer " + annotTok, "", 204, ""},
+		{"operator on annotator routes", []Role{RoleAnnotator}, "Bearer " + operatorTok, "", 204, ""},
+		{"viewer on annotator routes", []Role{RoleAnnotator}, "Bearer " + viewerTok, "", 403, "role annotator"},
+		{"agent on annotator routes", []Role{RoleAnnotator}, "Bearer " + agentTok, "", 403, "agents"},
+		{"annotator is not an agent", []Role{RoleAgent}, "Bearer " + annotTok, "", 403, "role agent"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -142,5 +150,50 @@ func TestAuthTokensFile(t *testing.T) {
 	}
 	if a.Has(RoleAgent) || !a.Has(RoleViewer) {
 		t.Errorf("Has: agent %v viewer %v, want false and true", a.Has(RoleAgent), a.Has(RoleViewer))
+	}
+}
+
+// TestWhoFrom: the door names its caller by role and token id, never by the
+// token, the same name for the same token on every route and token source.
+func TestWhoFrom(t *testing.T) {
+	a := testAuth(t)
+	var got string
+	d := NewDoor(a, Limits{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got = WhoFrom(r.Context()) })
+	d.Handle("/a", Policy{Roles: []Role{RoleAnnotator}, URLToken: true}, h)
+	d.Handle("/p", Policy{Public: true}, h)
+	cases := []struct {
+		name, path, header, want string
+	}{
+		{"annotator header", "/a", "Bearer " + annotTok, "annotator:" + TokenID(annotTok)},
+		{"annotator query", "/a?token=" + annotTok, "", "annotator:" + TokenID(annotTok)},
+		{"operator", "/a", "Bearer " + operatorTok, "operator:" + TokenID(operatorTok)},
+		{"public with token", "/p", "Bearer " + viewerTok, "viewer:" + TokenID(viewerTok)},
+		{"public without", "/p", "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got = "unset"
+			r := httptest.NewRequest("GET", c.path, nil)
+			if c.header != "" {
+				r.Header.Set("Authorization", c.header)
+			}
+			d.ServeHTTP(httptest.NewRecorder(), r)
+			if got != c.want {
+				t.Errorf("WhoFrom = %q, want %q", got, c.want)
+			}
+			if strings.Contains(got, "token-0123") {
+				t.Errorf("WhoFrom %q contains the token", got)
+			}
+		})
+	}
+	if id := TokenID(annotTok); len(id) != 8 || id == TokenID(operatorTok) {
+		t.Errorf("TokenID = %q (operator's %q): want 8 hex digits, one per token", id, TokenID(operatorTok))
+	}
+	local := NewDoor(nil, Limits{})
+	local.Handle("/a", Policy{Roles: []Role{RoleAnnotator}}, h)
+	local.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/a", nil))
+	if got != "local" {
+		t.Errorf("local mode: WhoFrom = %q, want local", got)
 	}
 }

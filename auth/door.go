@@ -23,7 +23,8 @@ const DefaultBodyLimit = 4 << 20
 // a route must name its roles or say it is Public, so forgetting to decide is
 // a panic at start, not an open endpoint.
 type Policy struct {
-	// Roles may use the route (operator implies viewer; in local mode
+	// Roles may use the route (operator implies annotator, annotator
+	// implies viewer; in local mode
 	// everyone may).
 	Roles []Role
 	// Public routes need no token at all: /health, and the browser client's
@@ -217,6 +218,26 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 type roleKey struct{}
 
+type whoKey struct{}
+
+// WhoFrom names the caller the door let in, for records of who did what:
+// "role:tokenid" (TokenID, never the token), "local" in local mode, "" for
+// a request that passed no door or a Public route without a valid token.
+// Annotators may touch only what carries their own name.
+func WhoFrom(ctx context.Context) string {
+	w, _ := ctx.Value(whoKey{}).(string)
+	return w
+}
+
+func withWho(ctx context.Context, role Role, token string) context.Context {
+	ctx = context.WithValue(ctx, roleKey{}, role)
+	who := string(role)
+	if role != RoleLocal {
+		who += ":" + TokenID(token)
+	}
+	return context.WithValue(ctx, whoKey{}, who)
+}
+
 // RoleFrom is the role the door let the request in with: RoleLocal in local
 // mode. On a Public route it is the role of a valid bearer token in the
 // Authorization header, if any, so a public answer can say more to those who
@@ -266,10 +287,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusForbidden, forbiddenText(role, g.policy.Roles))
 			return
 		}
-		ctx = context.WithValue(ctx, roleKey{}, role)
+		ctx = withWho(ctx, role, tok)
 	} else if role, err := g.auth.Check(bearer(r)); err == nil {
 		// Public: nobody is refused; a valid token only adds its role.
-		ctx = context.WithValue(ctx, roleKey{}, role)
+		ctx = withWho(ctx, role, bearer(r))
 	}
 
 	rc := http.NewResponseController(w)
