@@ -67,8 +67,10 @@ type Config struct {
 	AgentToken    string
 	OperatorToken string
 	ViewerToken   string
-	TokensFile    string
-	Episodes      string
+	// AnnotatorToken is for people recording demonstrations (auth.RoleAnnotator).
+	AnnotatorToken string
+	TokensFile     string
+	Episodes       string
 
 	// Desktops > 1 is pool mode: that many independent desktops under /d/{i}/.
 	Desktops int

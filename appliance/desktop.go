@@ -108,11 +108,12 @@ func newDesktop(ctx context.Context, cfg Config, log *slog.Logger, s seat) (_ *D
 	return a, nil
 }
 
-// newAuth is the tokens --agent-token, --operator-token, --viewer-token
-// and --tokens-file give.
+// newAuth is the tokens --agent-token, --operator-token, --viewer-token,
+// --annotator-token and --tokens-file give.
 func newAuth(cfg Config) (*auth.Auth, error) {
 	return auth.New(auth.Config{
-		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken, TokensFile: cfg.TokensFile,
+		AgentToken: cfg.AgentToken, OperatorToken: cfg.OperatorToken, ViewerToken: cfg.ViewerToken,
+		AnnotatorToken: cfg.AnnotatorToken, TokensFile: cfg.TokensFile,
 	})
 }
 

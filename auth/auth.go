@@ -326,19 +326,26 @@ func needText(roles []Role) string {
 }
 
 func forbiddenText(have Role, need []Role) string {
-	control := false
+	control, annotator := false, false
 	for _, n := range need {
-		if n == RoleOperator {
+		switch n {
+		case RoleOperator:
 			control = true
+		case RoleAnnotator:
+			annotator = true
 		}
 	}
 	switch {
 	case have == RoleAgent && control:
 		return "this token is for agents (MCP); the control plane needs an operator token"
+	case have == RoleAgent && annotator:
+		return "this token is for agents (MCP); the control plane needs an operator token (or here an annotator's)"
 	case have == RoleAgent:
 		return "this token is for agents (MCP only at /mcp); " + needText(need)
 	case have == RoleViewer && control:
 		return "this token is for viewers (watch only); the control plane needs an operator token"
+	case have == RoleViewer && annotator:
+		return "this token is for viewers (watch only); this endpoint needs an annotator or operator token"
 	case have == RoleAnnotator && control:
 		return "this token is for annotators (tasks, recording and their own episodes); this endpoint needs an operator token"
 	default:

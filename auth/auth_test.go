@@ -54,7 +54,7 @@ func TestAuthRequire(t *testing.T) {
 		{"annotator watches", []Role{RoleViewer}, "Bearer " + annotTok, "", 204, ""},
 		{"annotator on its routes", []Role{RoleAnnotator}, "Bearer " + annotTok, "", 204, ""},
 		{"operator on annotator routes", []Role{RoleAnnotator}, "Bearer " + operatorTok, "", 204, ""},
-		{"viewer on annotator routes", []Role{RoleAnnotator}, "Bearer " + viewerTok, "", 403, "role annotator"},
+		{"viewer on annotator routes", []Role{RoleAnnotator}, "Bearer " + viewerTok, "", 403, "needs an annotator or operator token"},
 		{"agent on annotator routes", []Role{RoleAnnotator}, "Bearer " + agentTok, "", 403, "agents"},
 		{"annotator is not an agent", []Role{RoleAgent}, "Bearer " + annotTok, "", 403, "role agent"},
 	}

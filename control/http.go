@@ -39,7 +39,8 @@ const defaultStepTimeout = 120 * time.Second
 // door d: the native REST API under /api/, the
 // OpenEnv face (/health, /metadata, /schema, /state, /reset, /step, /ws),
 // and /openapi.json. Everything but /health needs an operator
-// token; an agent's token gets 403. In prod mode reset, step, state and the
+// token, except the two an annotator's task panel uses (the task list and
+// reset); an agent's token gets 403. In prod mode reset, step, state and the
 // task endpoints answer 404 saying so. The door checks tokens, origins and
 // body sizes; nothing here does.
 func (c *Control) Register(d *auth.Door) { d.Mount(c.routes()...) }
@@ -47,7 +48,7 @@ func (c *Control) Register(d *auth.Door) { d.Mount(c.routes()...) }
 // routes are the control plane's routes and their policies.
 func (c *Control) routes() []auth.Route {
 	var rs []auth.Route
-	op := func(pattern string, h http.HandlerFunc, simOnly bool) {
+	route := func(role auth.Role, pattern string, h http.HandlerFunc, simOnly bool) {
 		var handler http.Handler = h
 		if simOnly && c.cfg.Mode != ModeSim {
 			handler = http.HandlerFunc(c.prodOff)
@@ -55,12 +56,17 @@ func (c *Control) routes() []auth.Route {
 		// /ws is OpenEnv's websocket: browsers cannot set a header on it.
 		ws := strings.HasSuffix(pattern, " /ws")
 		rs = append(rs, auth.Route{Pattern: pattern, Handler: handler,
-			Policy: auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxBody, URLToken: ws, Stream: ws}})
+			Policy: auth.Policy{Roles: []auth.Role{role}, BodyLimit: maxBody, URLToken: ws, Stream: ws}})
 	}
+	op := func(pattern string, h http.HandlerFunc, simOnly bool) { route(auth.RoleOperator, pattern, h, simOnly) }
+	// An annotator (and so an operator) picks a task and resets into it;
+	// the task itself (GET /api/tasks/{id}) holds its checker, which stays
+	// the operators'.
+	ann := func(pattern string, h http.HandlerFunc, simOnly bool) { route(auth.RoleAnnotator, pattern, h, simOnly) }
 	// Native REST.
-	op("POST /api/reset", c.apiReset, true)
+	ann("POST /api/reset", c.apiReset, true)
 	op("GET /api/state", c.apiState, true)
-	op("GET /api/tasks", c.apiTasks, true)
+	ann("GET /api/tasks", c.apiTasks, true)
 	op("GET /api/tasks/{id}", c.apiTask, true)
 	op("GET /api/episodes", c.apiEpisodes, false)
 	op("GET /api/episodes/{id}", c.apiEpisode, false)
@@ -233,14 +239,15 @@ func (c *Control) apiState(w http.ResponseWriter, r *http.Request) {
 
 // TaskSummary is a task as GET /api/tasks lists it.
 type TaskSummary struct {
-	ID          string `json:"id"`
-	Instruction string `json:"instruction"`
+	ID          string   `json:"id"`
+	Instruction string   `json:"instruction"`
+	Tags        []string `json:"tags,omitempty"`
 }
 
 func (c *Control) apiTasks(w http.ResponseWriter, r *http.Request) {
 	out := []TaskSummary{}
 	for _, t := range c.Tasks() {
-		out = append(out, TaskSummary{ID: t.ID, Instruction: t.Instruction})
+		out = append(out, TaskSummary{ID: t.ID, Instruction: t.Instruction, Tags: t.Tags})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": out})
 }

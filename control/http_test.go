@@ -85,6 +85,23 @@ func TestRoles(t *testing.T) {
 			})
 		}
 	}
+	t.Run("annotator reaches the task panel's routes alone", func(t *testing.T) {
+		panel := map[string]bool{"POST /api/reset": true, "GET /api/tasks": true}
+		for _, rt := range controlRoutes {
+			var body []byte
+			if rt.body != "" {
+				body = []byte(rt.body)
+			}
+			var out struct{ Error string }
+			status := doJSON(t, rt.method, r.srv.URL+rt.path, annotTok, body, &out)
+			switch {
+			case panel[rt.method+" "+rt.path] && status != 200:
+				t.Errorf("%s %s as annotator: %d %s, want 200", rt.method, rt.path, status, out.Error)
+			case !panel[rt.method+" "+rt.path] && (status != 403 || !strings.Contains(out.Error, "annotators")):
+				t.Errorf("%s %s as annotator: %d %q, want 403 saying the token is an annotator's", rt.method, rt.path, status, out.Error)
+			}
+		}
+	})
 	t.Run("operator reaches everything", func(t *testing.T) {
 		for _, rt := range controlRoutes {
 			if rt.path == "/ws" {

@@ -76,11 +76,16 @@ func (s *Server) Register(d *auth.Door) {
 
 // doorRole is who connects, from the role the front door let in: operators
 // (and everyone in local mode) may take control; viewer tokens watch only.
+// Annotators join as viewers who may act: they request control when it is
+// free and release it, but never take it from someone, give it away or set
+// the policy, which are the stream's operator powers.
 // The door already refused agents' tokens (MCP alone).
 func doorRole(r *http.Request) (role string, viewOnly bool, err error) {
 	switch role := auth.RoleFrom(r.Context()); role {
 	case auth.RoleOperator, auth.RoleLocal:
 		return RoleOperator, false, nil
+	case auth.RoleAnnotator:
+		return RoleViewer, false, nil
 	case auth.RoleViewer:
 		return RoleViewer, true, nil
 	default:

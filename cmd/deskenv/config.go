@@ -94,7 +94,8 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.AgentToken, "agent-token", "bearer token for agents (MCP only)")
 	str(&c.OperatorToken, "operator-token", "bearer token for operators (control plane and human control)")
 	str(&c.ViewerToken, "viewer-token", "bearer token for viewers (watch only)")
-	str(&c.TokensFile, "tokens-file", "file with lines ROLE=TOKEN (agent, operator, viewer)")
+	str(&c.AnnotatorToken, "annotator-token", "bearer token for annotators (take control, tasks, record and review their own episodes)")
+	str(&c.TokensFile, "tokens-file", "file with lines ROLE=TOKEN (agent, operator, annotator, viewer)")
 	str(&c.Episodes, "episodes", "directory where episodes are recorded (default: $XDG_DATA_HOME/deskenv/episodes)")
 
 	num(&c.Desktops, "desktops", "pool mode: run this many independent desktops, each under /d/{i}/, handed out by POST /leases")
@@ -125,7 +126,7 @@ func parseConfig(name string, args []string, out io.Writer) (config, *flag.FlagS
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	for _, name := range []string{"agent-token", "operator-token", "viewer-token"} {
+	for _, name := range []string{"agent-token", "operator-token", "viewer-token", "annotator-token"} {
 		if set[name] && fs.Lookup(name).Value.String() != "" {
 			c.tokenFlags = append(c.tokenFlags, "--"+name)
 		}

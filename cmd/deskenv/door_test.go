@@ -27,6 +27,7 @@ import (
 const (
 	testAgent  = "agent-token-0123456789abcdef"
 	testViewer = "viewer-token-0123456789abcdef"
+	testAnnot  = "annotator-token-0123456789abcdef"
 	testWrong  = "wrong-token-0123456789abcdef"
 )
 
@@ -321,42 +322,59 @@ func TestDoorTokenSources(t *testing.T) {
 }
 
 // TestDoorRoles is every route against every caller, in single and pool
-// mode.
+// mode. The annotator's column is its role table (docs/STUDIO.md): it
+// watches, takes control, lists tasks, resets and records; nothing else of
+// the control plane, nor MCP, metrics or the pool's leases.
 func TestDoorRoles(t *testing.T) {
 	type route struct {
 		method, path, body string
-		// want by caller: anonymous, agent, viewer, operator, wrong token
-		want [5]int
+		// want by caller: anonymous, agent, viewer, annotator, operator,
+		// wrong token
+		want [6]int
 	}
-	callers := []string{"anonymous", "agent", "viewer", "operator", "wrong"}
-	public := [5]int{200, 200, 200, 200, 200}
-	operator := func(ok int) [5]int { return [5]int{401, 403, 403, ok, 401} }
+	callers := []string{"anonymous", "agent", "viewer", "annotator", "operator", "wrong"}
+	public := [6]int{200, 200, 200, 200, 200, 200}
+	operator := func(ok int) [6]int { return [6]int{401, 403, 403, 403, ok, 401} }
+	annotator := func(ok int) [6]int { return [6]int{401, 403, 403, ok, ok, 401} }
 	desk := func(prefix string) []route {
 		return []route{
 			{"GET", prefix + "/", "", public},
 			{"GET", prefix + "/health", "", public},
-			{"POST", prefix + "/mcp", mcpInit, [5]int{401, 200, 403, 403, 401}},
+			{"POST", prefix + "/mcp", mcpInit, [6]int{401, 200, 403, 403, 403, 401}},
 			// Not a websocket upgrade: the stream says so (400) once the
 			// door has let the caller in.
-			{"GET", prefix + "/stream/signal", "", [5]int{401, 403, 400, 400, 401}},
+			{"GET", prefix + "/stream/signal", "", [6]int{401, 403, 400, 400, 400, 401}},
 			{"GET", prefix + "/api/state", "", operator(200)},
-			{"POST", prefix + "/api/reset", `{}`, operator(200)},
-			{"GET", prefix + "/api/tasks", "", operator(200)},
+			{"GET", prefix + "/api/tasks", "", annotator(200)},
+			{"GET", prefix + "/api/tasks/hello-file", "", operator(404)},
 			{"GET", prefix + "/api/episodes", "", operator(200)},
+			{"POST", prefix + "/api/episodes/none/end", "", operator(404)},
 			{"GET", prefix + "/api/stats", "", operator(200)},
 			{"GET", prefix + "/api/nothing", "", operator(404)},
-			{"GET", prefix + "/api/recording", "", operator(200)},
-			{"POST", prefix + "/api/recording/pause", `{}`, operator(409)},
+			{"GET", prefix + "/api/recording", "", annotator(200)},
+			{"POST", prefix + "/api/recording/pause", `{}`, annotator(409)},
+			{"POST", prefix + "/api/recording/resume", `{}`, annotator(409)},
+			{"POST", prefix + "/api/recording/stop", `{}`, annotator(409)},
+			{"GET", prefix + "/api/recording/episodes", "", annotator(200)},
+			{"GET", prefix + "/api/recording/episodes/none/review", "", annotator(404)},
+			{"PUT", prefix + "/api/recording/episodes/none/review", `{"status":"accepted"}`, annotator(404)},
+			{"DELETE", prefix + "/api/recording/episodes/none", "", annotator(404)},
+			// A reward set by hand is the operator's: 403 for the annotator
+			// before "not recording" (409).
+			{"POST", prefix + "/api/recording/stop", `{"reward":1,"done":true}`, [6]int{401, 403, 403, 403, 409, 401}},
 			{"GET", prefix + "/metadata", "", operator(200)},
 			{"GET", prefix + "/schema", "", operator(200)},
 			{"GET", prefix + "/state", "", operator(200)},
 			{"POST", prefix + "/step", `{"action":{"type":"list_tools"}}`, operator(200)},
 			{"GET", prefix + "/openapi.json", "", operator(200)},
 			{"GET", prefix + "/metrics", "", operator(200)},
+			// Last: a reset as each caller that may (the annotator's and
+			// the operator's both 200) changes nothing the rows above ask.
+			{"POST", prefix + "/api/reset", `{}`, annotator(200)},
 		}
 	}
 	run := func(t *testing.T, d *deskenv, agent string, routes []route) {
-		tokens := []string{"", agent, testViewer, testOperator, testWrong}
+		tokens := []string{"", agent, testViewer, testAnnot, testOperator, testWrong}
 		for _, r := range routes {
 			for i, who := range callers {
 				hdr := []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream"}
@@ -370,7 +388,7 @@ func TestDoorRoles(t *testing.T) {
 			}
 		}
 	}
-	common := []string{"--wm", "", "--apps", "", "--operator-token", testOperator, "--viewer-token", testViewer}
+	common := []string{"--wm", "", "--apps", "", "--operator-token", testOperator, "--viewer-token", testViewer, "--annotator-token", testAnnot}
 	t.Run("single", func(t *testing.T) {
 		d := startDeskenv(t, append([]string{"--home", t.TempDir(), "--agent-token", testAgent}, common...)...)
 		run(t, d, testAgent, desk(""))
@@ -385,17 +403,18 @@ func TestDoorRoles(t *testing.T) {
 			t.Fatalf("lease: %d", code)
 		}
 		// A lease's agent token is valid on its desktop alone: the pool's
-		// own routes do not know it (401, not 403).
-		pool := func(ok int) [5]int { return [5]int{401, 401, 403, ok, 401} }
+		// own routes do not know it (401, not 403). Leases stay the
+		// operators' (an annotator's own desktop is not built yet).
+		pool := func(ok int) [6]int { return [6]int{401, 401, 403, 403, ok, 401} }
 		routes := append(desk("/d/"+strconv.Itoa(l.Desktop)),
 			route{"GET", "/leases", "", pool(200)},
 			route{"GET", "/desktops", "", pool(200)},
 			route{"GET", "/metrics", "", pool(200)},
 			route{"POST", "/leases", `{"seed":-1}`, pool(400)},
 			route{"DELETE", "/leases/none", "", pool(404)},
-			route{"POST", "/d/" + strconv.Itoa(1-l.Desktop) + "/mcp", mcpInit, [5]int{401, 401, 403, 403, 401}},
+			route{"POST", "/d/" + strconv.Itoa(1-l.Desktop) + "/mcp", mcpInit, [6]int{401, 401, 403, 403, 403, 401}},
 			route{"GET", "/health", "", public},
-			route{"GET", "/nothing", "", [5]int{404, 404, 404, 404, 404}},
+			route{"GET", "/nothing", "", [6]int{404, 404, 404, 404, 404, 404}},
 		)
 		run(t, d, l.AgentToken, routes)
 	})

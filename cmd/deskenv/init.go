@@ -23,6 +23,7 @@ func tokenVars() []tokenVar {
 		{"DESKENV_AGENT_TOKEN", auth.RoleAgent},
 		{"DESKENV_OPERATOR_TOKEN", auth.RoleOperator},
 		{"DESKENV_VIEWER_TOKEN", auth.RoleViewer},
+		{"DESKENV_ANNOTATOR_TOKEN", auth.RoleAnnotator},
 	}
 }
 
@@ -119,6 +120,8 @@ func (c *config) readTokensFD() error {
 			field = &c.OperatorToken
 		case auth.RoleViewer:
 			field = &c.ViewerToken
+		case auth.RoleAnnotator:
+			field = &c.AnnotatorToken
 		}
 		if field != nil && *field == "" {
 			*field = t.Value

@@ -64,6 +64,12 @@ func TestConfig(t *testing.T) {
 		{"warm from env", []string{"--desktops", "3"}, map[string]string{"DESKENV_WARM": "3"}, func(c config) bool { return c.Warm == 3 }, ""},
 		{"warm without a pool", []string{"--warm", "1"}, nil, nil, "warm desktops are for pool mode"},
 		{"warm task without warm", []string{"--desktops", "2", "--warm-task", "x"}, nil, nil, "--warm-task \"x\" without --warm"},
+		{"annotator token", []string{"--annotator-token", "ann-0123456789abcdef"}, nil, func(c config) bool {
+			return c.AnnotatorToken == "ann-0123456789abcdef" && slices.Contains(c.tokenFlags, "--annotator-token")
+		}, ""},
+		{"annotator token from env", nil, map[string]string{"DESKENV_ANNOTATOR_TOKEN": "ann-0123456789abcdef"}, func(c config) bool {
+			return c.AnnotatorToken == "ann-0123456789abcdef" && len(c.tokenFlags) == 0
+		}, ""},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
 		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
@@ -445,6 +451,7 @@ func TestTokensFromInit(t *testing.T) {
 	}{
 		{"tokens", "operator=o1\nagent=a1\n", "", nil, func(c config) bool { return c.OperatorToken == "o1" && c.AgentToken == "a1" && c.ViewerToken == "" }, ""},
 		{"a flag wins", "operator=o1\n", "", []string{"--operator-token", "flag"}, func(c config) bool { return c.OperatorToken == "flag" }, ""},
+		{"annotator", "annotator=n1\n", "", nil, func(c config) bool { return c.AnnotatorToken == "n1" && c.OperatorToken == "" }, ""},
 		{"bad line", "root=x\n", "", nil, nil, "the tokens from deskenv init line 1"},
 		{"not a number", "", "three", nil, nil, "want a descriptor number"},
 		{"stdin", "", "0", nil, nil, "want a descriptor number"},

@@ -13,7 +13,7 @@ import (
 // without them and reads them from a pipe instead.
 
 // tokenFlagNames are the flags that carry a token, and their roles.
-var tokenFlagNames = map[string]string{"agent-token": "agent", "operator-token": "operator", "viewer-token": "viewer"}
+var tokenFlagNames = map[string]string{"agent-token": "agent", "operator-token": "operator", "viewer-token": "viewer", "annotator-token": "annotator"}
 
 // scrubbedFlagsVar tells the re-executed deskenv which token flags it was
 // given, so it can still warn about them.
