@@ -25,15 +25,17 @@ import (
 
 // EpisodeSummary is one recorded episode in the list.
 type EpisodeSummary struct {
-	ID        string    `json:"episode_id"`
-	Dir       string    `json:"dir"` // the directory's name under the episodes directory
-	TaskID    string    `json:"task_id,omitempty"`
-	Source    string    `json:"source"`
-	Status    string    `json:"status"`
-	StartedAt time.Time `json:"started_at"`
-	Steps     int       `json:"steps"`
-	Reward    *float64  `json:"reward"`
-	Review    Review    `json:"review"`
+	ID     string `json:"episode_id"`
+	Dir    string `json:"dir"` // the directory's name under the episodes directory
+	TaskID string `json:"task_id,omitempty"`
+	Source string `json:"source"`
+	// RecordedBy is who started the recording (Meta.RecordedBy).
+	RecordedBy string    `json:"recorded_by,omitempty"`
+	Status     string    `json:"status"`
+	StartedAt  time.Time `json:"started_at"`
+	Steps      int       `json:"steps"`
+	Reward     *float64  `json:"reward"`
+	Review     Review    `json:"review"`
 }
 
 // Episodes lists the recorded episodes, newest first. Directories that are
@@ -58,7 +60,7 @@ func (r *Recorder) Episodes() ([]EpisodeSummary, error) {
 			rev = Review{Status: ReviewUnreviewed, Note: "the review file cannot be read: " + err.Error()}
 		}
 		m := head.Meta
-		s := EpisodeSummary{ID: m.ID, Dir: e.Name(), Source: m.Source, Status: m.Status, StartedAt: m.StartedAt,
+		s := EpisodeSummary{ID: m.ID, Dir: e.Name(), Source: m.Source, RecordedBy: m.RecordedBy, Status: m.Status, StartedAt: m.StartedAt,
 			Steps: m.Counts.Steps, Review: rev}
 		if m.Task != nil {
 			s.TaskID = m.Task.ID
@@ -98,19 +100,26 @@ func hasID(dir, id string) bool {
 	return err == nil && head.Meta.ID == id
 }
 
-func (r *Recorder) apiEpisodes(w http.ResponseWriter, _ *http.Request) {
-	eps, err := r.Episodes()
+func (r *Recorder) apiEpisodes(w http.ResponseWriter, req *http.Request) {
+	all, err := r.Episodes()
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	if eps == nil {
-		eps = []EpisodeSummary{}
+	// An annotator's list holds its own episodes alone.
+	eps := []EpisodeSummary{}
+	for _, e := range all {
+		if mayTouch(req.Context(), e.RecordedBy) {
+			eps = append(eps, e)
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"episodes": eps})
 }
 
 func (r *Recorder) apiGetReview(w http.ResponseWriter, req *http.Request) {
+	if !r.mine(w, req, req.PathValue("id")) {
+		return
+	}
 	dir, err := r.find(req.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())
@@ -134,12 +143,15 @@ func (r *Recorder) apiSetReview(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "a review's at and by are set by the recorder: send status and note only")
 		return
 	}
+	if !r.mine(w, req, req.PathValue("id")) {
+		return
+	}
 	dir, err := r.find(req.PathValue("id"))
 	if err != nil {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	rev.By = string(auth.RoleFrom(req.Context()))
+	rev.By = auth.WhoFrom(req.Context())
 	if rev, err = SetReview(dir, rev); err != nil {
 		status := http.StatusBadRequest
 		if errors.Is(err, os.ErrNotExist) {

@@ -47,8 +47,14 @@ type Meta struct {
 	// at the start until the steps say otherwise.
 	Source string    `json:"source"`
 	Task   *TaskInfo `json:"task,omitempty"`
-	Screen Size      `json:"screen"`
-	Model  Size      `json:"model"`
+	// RecordedBy is who started the recording through the API: the role
+	// and a short id of the token (auth.WhoFrom, e.g. "annotator:1a2b3c4d"),
+	// never the token; "local" without tokens; empty when deskenv itself
+	// started it. An annotator may see and review only episodes with its
+	// own name here.
+	RecordedBy string `json:"recorded_by,omitempty"`
+	Screen     Size   `json:"screen"`
+	Model      Size   `json:"model"`
 	// Pointer says the observations show the mouse pointer (deskenv's
 	// --screenshot-pointer), so a replay draws it too, or not.
 	Pointer bool  `json:"pointer,omitempty"`

@@ -106,6 +106,13 @@ func (cp *controlPlane) endedEp(id string) *pendEnd {
 	return p
 }
 
+// isRunning reports whether id is the control plane's running episode.
+func (cp *controlPlane) isRunning(id string) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.running != nil && cp.running.ID == id
+}
+
 // requestEnd registers an end of episode id with the caller's fields; the
 // caller then publishes EndRequested and waits on the channel.
 func (cp *controlPlane) requestEnd(id string, override *stopRequest) (<-chan error, error) {

@@ -15,11 +15,12 @@ import (
 )
 
 // Register puts the recording API behind the appliance's front door d, for
-// operators only. The door checks tokens, origins and body sizes; nothing
-// here does.
+// operators and annotators (operator implies annotator). The door checks
+// tokens, origins and body sizes; what an annotator may do with each
+// episode is checked here (access.go).
 func (r *Recorder) Register(d *auth.Door) {
 	h := r.mux()
-	p := auth.Policy{Roles: []auth.Role{auth.RoleOperator}, BodyLimit: maxBody}
+	p := auth.Policy{Roles: []auth.Role{auth.RoleAnnotator}, BodyLimit: maxBody}
 	d.Handle("/api/recording", p, h)
 	d.Handle("/api/recording/", p, h)
 }
@@ -43,28 +44,37 @@ func (r *Recorder) Handler() http.Handler {
 //	                             the episode (over the lifecycle bus) and writes its outcome
 //	                             in; "reward", "done", "success", "reasons" given beside it
 //	                             override the checker's, or stand alone without it
+//	                             (operators only); {"give_up": true} ends it as a failure
 //	GET  /api/recording/episodes and GET/PUT /api/recording/episodes/{id}/review
 //	                             the recorded episodes and their reviews (episodes.go)
+//	DELETE /api/recording/episodes/{id}
+//	                             discard: stop it if it is being recorded, delete its directory
 //
-// Answers are JSON: the Status, or {"error": "..."}.
+// Answers are JSON: the Status, or {"error": "..."}. An annotator sees and
+// touches only the recordings and episodes it started (access.go).
 func (r *Recorder) mux() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /api/recording", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, r.Status())
+	mux.HandleFunc("GET /api/recording", func(w http.ResponseWriter, req *http.Request) {
+		writeJSON(w, http.StatusOK, r.statusFor(req.Context()))
 	})
 	mux.HandleFunc("POST /api/recording/start", r.apiStart)
 	mux.HandleFunc("POST /api/recording/pause", func(w http.ResponseWriter, req *http.Request) {
-		r.answer(w, http.StatusOK, r.Pause(req.Context()))
+		if r.mayControl(w, req) {
+			r.answerFor(w, req, http.StatusOK, r.Pause(req.Context()))
+		}
 	})
 	mux.HandleFunc("POST /api/recording/resume", func(w http.ResponseWriter, req *http.Request) {
-		r.answer(w, http.StatusOK, r.Resume(req.Context()))
+		if r.mayControl(w, req) {
+			r.answerFor(w, req, http.StatusOK, r.Resume(req.Context()))
+		}
 	})
 	mux.HandleFunc("POST /api/recording/stop", r.apiStop)
 	mux.HandleFunc("GET /api/recording/episodes", r.apiEpisodes)
 	mux.HandleFunc("GET /api/recording/episodes/{id}/review", r.apiGetReview)
 	mux.HandleFunc("PUT /api/recording/episodes/{id}/review", r.apiSetReview)
+	mux.HandleFunc("DELETE /api/recording/episodes/{id}", r.apiDiscard)
 	mux.HandleFunc("/api/recording/", func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording, POST /api/recording/{start,pause,resume,stop}, GET /api/recording/episodes or GET/PUT /api/recording/episodes/{id}/review", req.Method, req.URL.Path))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording, POST /api/recording/{start,pause,resume,stop}, GET /api/recording/episodes, GET/PUT /api/recording/episodes/{id}/review or DELETE /api/recording/episodes/{id}", req.Method, wire.Prefix(req.URL.Path, 80)))
 	})
 	return mux
 }
@@ -102,8 +112,9 @@ func (r *Recorder) apiStart(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	info.RecordedBy = auth.WhoFrom(req.Context())
 	_, err := r.Start(req.Context(), info)
-	r.answer(w, http.StatusCreated, err)
+	r.answerFor(w, req, http.StatusCreated, err)
 }
 
 type stopRequest struct {
@@ -114,6 +125,15 @@ type stopRequest struct {
 	Done       *bool    `json:"done,omitempty"`
 	Success    *bool    `json:"success,omitempty"`
 	Reasons    []string `json:"reasons,omitempty"`
+	// GiveUp ends the episode as a failure: reward 0, not a success, the
+	// reason saying so. The control plane's episode, if the recording is
+	// of it, ends too.
+	GiveUp bool `json:"give_up,omitempty"`
+}
+
+// overrides reports whether sr sets any of the outcome's fields itself.
+func (sr *stopRequest) overrides() bool {
+	return sr.Reward != nil || sr.Done != nil || sr.Success != nil || len(sr.Reasons) > 0
 }
 
 func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
@@ -126,6 +146,23 @@ func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("reward %g is out of range: it must be between 0 and 1", *sr.Reward))
 		return
 	}
+	if sr.overrides() && auth.RoleFrom(req.Context()) == auth.RoleAnnotator {
+		// The reward is the checker's: an annotator's demonstration is
+		// scored, not self-assessed (give_up is the one verdict it gives).
+		writeError(w, http.StatusForbidden, "an annotator token may not set reward, done, success or reasons: finish with end_episode for the checker's reward, or give_up")
+		return
+	}
+	if sr.GiveUp {
+		if sr.overrides() {
+			writeError(w, http.StatusBadRequest, "give_up sets the outcome itself (reward 0, not a success): leave reward, done, success and reasons out")
+			return
+		}
+		zero, no, yes := 0.0, false, true
+		sr.Reward, sr.Success, sr.Done, sr.Reasons = &zero, &no, &yes, []string{"gave up: the demonstrator ended the episode without finishing the task"}
+	}
+	if !r.mayControl(w, req) {
+		return
+	}
 	ep, err := r.current()
 	if err != nil {
 		r.answer(w, http.StatusOK, err)
@@ -133,6 +170,9 @@ func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 2*time.Minute)
 	defer cancel()
+	if sr.GiveUp && r.opt.Lifecycle != nil && r.cp.isRunning(ep.id) {
+		sr.EndEpisode = true
+	}
 	if sr.EndEpisode {
 		// The control plane ends and scores the episode; the recording
 		// stops on its EpisodeEnded, with these fields over the checker's.
@@ -140,7 +180,16 @@ func (r *Recorder) apiStop(w http.ResponseWriter, req *http.Request) {
 	} else {
 		_, err = r.StopEpisode(ctx, ep.id, overlay(nil, &sr))
 	}
-	r.answer(w, http.StatusOK, err)
+	r.answerFor(w, req, http.StatusOK, err)
+}
+
+// answerFor is answer with the status as the caller may see it.
+func (r *Recorder) answerFor(w http.ResponseWriter, req *http.Request, ok int, err error) {
+	if err == nil {
+		writeJSON(w, ok, r.statusFor(req.Context()))
+		return
+	}
+	r.answer(w, ok, err)
 }
 
 // answer writes the status, or the error with a status code that fits it.

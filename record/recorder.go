@@ -98,6 +98,9 @@ type EpisodeInfo struct {
 	// Source is who is expected to act: human, agent or mixed. The steps
 	// decide in the end: an episode with both has source mixed.
 	Source string `json:"source,omitempty"`
+	// RecordedBy is Meta.RecordedBy: set by the API from the door's
+	// caller, never from the request body.
+	RecordedBy string `json:"-"`
 }
 
 // Errors a caller can test for.
@@ -393,7 +396,7 @@ func (ep *Episode) open(ctx context.Context, info EpisodeInfo) error {
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	ep.zero = time.Now()
 	m := Meta{
-		SchemaVersion: SchemaVersion, ID: ep.id, Source: info.Source,
+		SchemaVersion: SchemaVersion, ID: ep.id, Source: info.Source, RecordedBy: info.RecordedBy,
 		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(),
 		Clock:  Clock{Wall: ep.zero, MonotonicNS: ts.Nano()},
 		Status: StatusRecording, StartedAt: ep.zero,
@@ -958,6 +961,7 @@ type EpisodeStatus struct {
 	Dir         string    `json:"dir"`
 	TaskID      string    `json:"task_id,omitempty"`
 	Instruction string    `json:"instruction,omitempty"`
+	RecordedBy  string    `json:"recorded_by,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 	ElapsedS    float64   `json:"elapsed_s"`
 	Events      int       `json:"events"`
@@ -979,7 +983,7 @@ func (r *Recorder) Status() Status {
 	ep.mu.Lock()
 	m := ep.meta
 	ep.mu.Unlock()
-	es := &EpisodeStatus{ID: ep.id, Dir: ep.dir, StartedAt: m.StartedAt, ElapsedS: ep.now(),
+	es := &EpisodeStatus{ID: ep.id, Dir: ep.dir, RecordedBy: m.RecordedBy, StartedAt: m.StartedAt, ElapsedS: ep.now(),
 		Events: int(ep.nEvents.Load()), Steps: int(ep.nSteps.Load()), Shots: int(ep.nShots.Load()), Frames: int(ep.nFrames.Load())}
 	if m.Task != nil {
 		es.TaskID, es.Instruction = m.Task.ID, m.Task.Instruction
