@@ -269,7 +269,7 @@ func chord(dialect string, keys []string, lowerLetters bool) (string, error) {
 // scrollPixelsPerNotch turns the pixel distances OpenAI's scroll and
 // Gemini's scroll_at give into wheel notches: 100 pixels a notch, rounded
 // up, about what a browser scrolls per notch.
-const scrollPixelsPerNotch = 100
+const scrollPixelsPerNotch = hci.ScrollPixelsPerNotch
 
 func notches(pixels int) int {
 	if pixels < 0 {

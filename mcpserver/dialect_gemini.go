@@ -26,7 +26,7 @@ import (
 // as the key and type actions that carried them out.
 
 // geminiGrid is the size of Gemini's grid.
-const geminiGrid = 1000
+const geminiGrid = hci.GeminiGrid
 
 // geminiSearchURL is where search goes, as in the reference implementation.
 const geminiSearchURL = "https://www.google.com/"
@@ -92,7 +92,7 @@ func geminiFuncs() []geminiFunc {
 			desc:  "Show the browser: answers with the screen as it is (the desktop's browser is already open where the task has one).",
 			steps: func(hci.Space, geminiArgs) ([]step, error) { return []step{{fAction: hci.ActScreenshot}}, nil }},
 		{name: "wait_5_seconds", title: "Wait 5 seconds", readOnly: true, desc: "Wait 5 seconds, then look.",
-			steps: func(hci.Space, geminiArgs) ([]step, error) { return []step{{fAction: hci.ActWait, fDuration: 5}}, nil }},
+			steps: func(hci.Space, geminiArgs) ([]step, error) { return []step{{fAction: hci.ActWait, fDuration: hci.GeminiWaitSeconds}}, nil }},
 		{name: "go_back", title: "Go back", desc: "Go back a page in the browser (alt+Left).", steps: keys("alt+Left")},
 		{name: "go_forward", title: "Go forward", desc: "Go forward a page in the browser (alt+Right).", steps: keys("alt+Right")},
 		{name: "search", title: "Search", desc: "Open the search engine's home page in the browser (" + geminiSearchURL + ").",

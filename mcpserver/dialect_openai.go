@@ -28,7 +28,7 @@ const openAITool = "computer_use_preview"
 
 // openAIWait is how long OpenAI's wait, which has no duration, waits: the
 // two seconds OpenAI's sample harnesses sleep.
-const openAIWait = 2.0
+const openAIWait = hci.OpenAIWaitSeconds
 
 // openAIAction is one action object. Pointers tell a missing field from a
 // zero.
