@@ -92,7 +92,9 @@ func geminiFuncs() []geminiFunc {
 			desc:  "Show the browser: answers with the screen as it is (the desktop's browser is already open where the task has one).",
 			steps: func(hci.Space, geminiArgs) ([]step, error) { return []step{{fAction: hci.ActScreenshot}}, nil }},
 		{name: "wait_5_seconds", title: "Wait 5 seconds", readOnly: true, desc: "Wait 5 seconds, then look.",
-			steps: func(hci.Space, geminiArgs) ([]step, error) { return []step{{fAction: hci.ActWait, fDuration: hci.GeminiWaitSeconds}}, nil }},
+			steps: func(hci.Space, geminiArgs) ([]step, error) {
+				return []step{{fAction: hci.ActWait, fDuration: hci.GeminiWaitSeconds}}, nil
+			}},
 		{name: "go_back", title: "Go back", desc: "Go back a page in the browser (alt+Left).", steps: keys("alt+Left")},
 		{name: "go_forward", title: "Go forward", desc: "Go forward a page in the browser (alt+Right).", steps: keys("alt+Right")},
 		{name: "search", title: "Search", desc: "Open the search engine's home page in the browser (" + geminiSearchURL + ").",
