@@ -37,6 +37,13 @@ type ExportOptions struct {
 	// Name is the dataset's name in its card; empty uses the output file's
 	// directory name.
 	Name string
+	// Dialect, if set (openai, gemini or pyautogui), writes each step in
+	// that model's dialect too, beside the canonical action (DialectRow;
+	// export_dialect.go). Parquet and JSON lines only.
+	Dialect string
+	// Fractions writes the pyautogui dialect's points as fractions of the
+	// model space (AgentNet's), not pixels.
+	Fractions bool
 }
 
 // ExportStats say what an export wrote.
@@ -168,8 +175,10 @@ func (opt ExportOptions) check() error {
 	default:
 		return fmt.Errorf("outcome %q is not known: use success or failure", opt.Outcome)
 	}
-	_, err := reviewFilter(opt.Review)
-	return err
+	if _, err := reviewFilter(opt.Review); err != nil {
+		return err
+	}
+	return opt.checkDialect()
 }
 
 // keepReview reports whether the review filter keeps the episode in dir.
@@ -238,7 +247,7 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 		f.Close()
 		os.Remove(tmp)
 	}()
-	w := newEpisodeWriter(opt.Format, f)
+	w := newEpisodeWriter(opt, f)
 	outDir, _ := filepath.Abs(filepath.Dir(out))
 	for i, dir := range dirs {
 		if err := ctx.Err(); err != nil {
@@ -324,17 +333,25 @@ type episodeWriter interface {
 	finish() error
 }
 
-func newEpisodeWriter(format string, f *os.File) episodeWriter {
-	switch format {
+func newEpisodeWriter(opt ExportOptions, f *os.File) episodeWriter {
+	switch opt.Format {
 	case "jsonl", "agentnet":
 		bw := bufio.NewWriterSize(f, 1<<20)
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false) // a row's text is what was typed: keep <, > and & as they are
-		return jsonlRows{bw: bw, enc: enc, agentnet: format == "agentnet"}
+		return jsonlRows{bw: bw, enc: enc, agentnet: opt.Format == "agentnet", opt: opt}
 	}
-	meta, _ := json.Marshal(map[string]any{"info": map[string]any{"features": hfFeatures()}})
-	return parquetRows{parquet.NewGenericWriter[Row](f, parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
-		parquet.KeyValueMetadata("huggingface", string(meta)), parquet.CreatedBy("deskenv", "record", "1"))}
+	features := hfFeatures()
+	if opt.Dialect != "" {
+		features = dialectFeatures(features)
+	}
+	meta, _ := json.Marshal(map[string]any{"info": map[string]any{"features": features}})
+	wopts := []parquet.WriterOption{parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
+		parquet.KeyValueMetadata("huggingface", string(meta)), parquet.CreatedBy("deskenv", "record", "1")}
+	if opt.Dialect != "" {
+		return parquetDialectRows{parquet.NewGenericWriter[DialectRow](f, wopts...), opt}
+	}
+	return parquetRows{parquet.NewGenericWriter[Row](f, wopts...)}
 }
 
 type parquetRows struct{ w *parquet.GenericWriter[Row] }
@@ -350,12 +367,34 @@ func (p parquetRows) write(rec *Recording, outDir string) (int, error) {
 
 func (p parquetRows) finish() error { return p.w.Close() }
 
+// parquetDialectRows writes the rows with their steps said in a dialect.
+type parquetDialectRows struct {
+	w   *parquet.GenericWriter[DialectRow]
+	opt ExportOptions
+}
+
+func (p parquetDialectRows) write(rec *Recording, outDir string) (int, error) {
+	rows, err := rowsOf(rec, true, outDir)
+	if err != nil {
+		return 0, err
+	}
+	said, err := dialectRowsOf(rec, rows, p.opt)
+	if err != nil {
+		return 0, err
+	}
+	_, err = p.w.Write(said)
+	return len(said), err
+}
+
+func (p parquetDialectRows) finish() error { return p.w.Close() }
+
 // jsonlRows writes one JSON line per step, or with agentnet one per
 // episode: an AgentNet trajectory.
 type jsonlRows struct {
 	bw       *bufio.Writer
 	enc      *json.Encoder
 	agentnet bool
+	opt      ExportOptions
 }
 
 func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
@@ -366,6 +405,18 @@ func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
 	rows, err := rowsOf(rec, false, outDir)
 	if err != nil {
 		return 0, err
+	}
+	if j.opt.Dialect != "" {
+		said, err := dialectRowsOf(rec, rows, j.opt)
+		if err != nil {
+			return 0, err
+		}
+		for i := range said {
+			if err := j.enc.Encode(&said[i]); err != nil {
+				return 0, err
+			}
+		}
+		return len(said), nil
 	}
 	for i := range rows {
 		if err := j.enc.Encode(&rows[i]); err != nil {
@@ -541,6 +592,11 @@ func datasetCard(out string, opt ExportOptions, st ExportStats) string {
 		{"error", "string", "the executor's error when the action failed"},
 	} {
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", c[0], c[1], c[2])
+	}
+	if opt.Dialect != "" {
+		for _, c := range dialectCardColumns(opt) {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", c[0], c[1], c[2])
+		}
 	}
 	b.WriteString("\n## How it was made\n\nPeople's keyboard and mouse input is recorded raw (kept in each episode's `input.jsonl`) and reduced to actions: typing runs, chords, clicks, drags, scrolls, waits; the thresholds are in deskenv's docs/RECORDING.md. Corrections are kept as `key BackSpace` steps, never erased. Agents' actions are recorded as they were called.\n")
 	return b.String()

@@ -23,12 +23,15 @@ func exportCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&opt.Outcome, "outcome", "", "only episodes with this outcome: success or failure")
 	fs.StringVar(&opt.Review, "review", "", "only episodes with this review status: accepted, rejected or unreviewed (comma-separated for several)")
 	fs.StringVar(&opt.Name, "name", "", "the dataset's name in its card (default: the output directory's name)")
+	fs.StringVar(&opt.Dialect, "dialect", "", "also write each step in another model's dialect, beside the canonical action: openai (computer-use action objects), gemini (computer-use function calls on the 0-999 grid) or pyautogui (code); adds the columns via, dialect, dialect_json, dialect_of and dialect_error (parquet and jsonl; docs/DIALECTS.md)")
+	fs.BoolVar(&opt.Fractions, "fractions", false, "with --dialect pyautogui: points as fractions of the screenshot (AgentNet's x=0.41), not pixels")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet|lerobot] [--task ID] [--source human|agent|mixed] [--outcome success|failure] [--review accepted|rejected|unreviewed] EPISODES_DIR
+		fmt.Fprint(stderr, `Usage: deskenv export --out FILE [--format parquet|jsonl|agentnet|lerobot] [--task ID] [--source human|agent|mixed] [--outcome success|failure] [--review accepted|rejected|unreviewed] [--dialect openai|gemini|pyautogui [--fractions]] EPISODES_DIR
 
 Writes one row per recorded step of every episode under EPISODES_DIR (as recorded with
 --episodes), and a dataset card README.md beside FILE. With --format lerobot, FILE is a
 directory that receives a LeRobot v3 dataset (meta/, data/, videos/ and the card).
+With --dialect, each row also holds its step in that model's dialect (dialect_json).
 Progress goes to stderr.
 
 Flags:
