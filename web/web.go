@@ -40,8 +40,20 @@ type handler struct {
 // Register serves the page at "/" behind the appliance's front door d. The
 // page itself is public code; what it connects to is not. Its URL carries
 // ?token=, which the page hands to the websocket.
+//
+// Beside it, GET whoami answers {"role": ...}: the role of the bearer token
+// the page sends in its Authorization header ("" for none or an unknown
+// one). The page asks it which panels to show, rather than calling APIs its
+// link may not use and filling the console with their 403s. It says nothing
+// a token's holder could not learn by trying.
 func Register(d *auth.Door) {
 	d.Handle("/", auth.Policy{Public: true}, Handler())
+	d.Handle("GET /whoami", auth.Policy{Public: true}, http.HandlerFunc(whoami))
+}
+
+func whoami(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	auth.WriteJSON(w, http.StatusOK, map[string]string{"role": string(auth.RoleFrom(r.Context()))})
 }
 
 // Handler serves the browser client: the page at "/" and its files beside it.

@@ -340,6 +340,7 @@ func TestDoorRoles(t *testing.T) {
 		return []route{
 			{"GET", prefix + "/", "", public},
 			{"GET", prefix + "/health", "", public},
+			{"GET", prefix + "/whoami", "", public},
 			{"POST", prefix + "/mcp", mcpInit, [6]int{401, 200, 403, 403, 403, 401}},
 			// Not a websocket upgrade: the stream says so (400) once the
 			// door has let the caller in.

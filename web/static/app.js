@@ -3,6 +3,7 @@
 import { Session, signalURL } from './session.js';
 import { Input } from './input.js';
 import { Recording } from './recording.js';
+import { Studio } from './studio.js';
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -304,7 +305,52 @@ const recording = new Recording({
   marker: $('rec'), button: $('rec-btn'), pause: $('rec-pause'),
   token: new URL(location.href).searchParams.get('token'), toast,
 });
-recording.start();
 const recordingFromStream = () => recording.fromStream(session.control && session.control.recording);
 session.addEventListener('control', recordingFromStream);
 session.addEventListener('hello', recordingFromStream);
+
+// The task panel, for links that may list tasks (annotators, operators).
+const studio = new Studio({
+  el: {
+    panel: $('studio'), pick: $('studio-pick'), search: $('task-search'), list: $('task-list'),
+    seedInput: $('task-seed'), start: $('task-start'), runView: $('studio-run'), task: $('run-task'),
+    instruction: $('run-instruction'), seed: $('run-seed'), timer: $('run-timer'), steps: $('run-steps'),
+    finish: $('run-finish'), giveUp: $('run-giveup'), discard: $('run-discard'), result: $('studio-result'),
+    resultTask: $('result-task'), reward: $('result-reward'), reasons: $('result-reasons'),
+    episode: $('result-episode'), next: $('result-next'),
+  },
+  token: new URL(location.href).searchParams.get('token'),
+  toast,
+  onStart: () => {
+    // The episode is the panel's: the plain Record button would stop it
+    // without its end. Control is asked for at once, so the demonstrator
+    // can start working on the desktop.
+    recording.locked = true;
+    recording.show(recording.status);
+    if (holder() == null && canRequest()) sendControl('request');
+    el.stage.focus({ preventScroll: true });
+  },
+  onEnd: () => { recording.locked = false; recording.poll(); },
+});
+window.deskenv.studio = studio;
+
+// Which panels this link gets: the recorder's buttons and the task panel
+// are for annotators and operators (and everyone without tokens). A server
+// without whoami (an older one, a test's) leaves it to the APIs' answers.
+async function whoami() {
+  const token = new URL(location.href).searchParams.get('token');
+  try {
+    const res = await fetch(new URL('whoami', location.href), { headers: token ? { Authorization: `Bearer ${token}` } : {} });
+    if (res.ok) return (await res.json()).role;
+  } catch (e) {
+    log(`whoami: ${e.message}`);
+  }
+  return null;
+}
+whoami().then((role) => {
+  window.deskenv.role = role;
+  if (role === null || ['annotator', 'operator', 'local'].includes(role)) {
+    recording.start();
+    studio.load();
+  }
+});

@@ -56,7 +56,7 @@ export class Recording {
     this.marker.hidden = !on;
     this.marker.textContent = paused ? 'REC paused' : 'REC';
     this.marker.dataset.state = paused ? 'paused' : 'recording';
-    this.button.hidden = !st;
+    this.button.hidden = !st || !!this.locked; // locked: the task panel's episode
     this.pauseBtn.hidden = !on;
     this.button.textContent = on ? 'Stop recording' : 'Record';
     this.pauseBtn.textContent = paused ? 'Resume' : 'Pause';
