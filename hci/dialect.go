@@ -84,9 +84,25 @@ func (s Space) Say(dialect string, acts []Action, opt SayOptions) ([]Said, error
 	default:
 		return nil, fmt.Errorf("dialect %q is not known: use %s", dialect, strings.Join(Dialects(), ", "))
 	}
+	// A recorded step is checked as the executor would check it: an export
+	// reads steps from disk, and a step that is not a valid action in its
+	// model space is said by no dialect. It is blanked in the copy the
+	// sayers see, so no group reaches across it.
+	checked := make([]Action, len(acts))
+	bad := make([]error, len(acts))
+	for i, a := range acts {
+		if bad[i] = a.Validate(s); bad[i] == nil {
+			checked[i] = a
+		}
+	}
 	var out []Said
 	for i := 0; i < len(acts); {
-		n, calls, err := say(acts, i)
+		if bad[i] != nil {
+			out = append(out, Said{First: i, Last: i, Err: fmt.Errorf("not a valid action, so not said in %s: %w", dialect, bad[i])})
+			i++
+			continue
+		}
+		n, calls, err := say(checked, i)
 		if err != nil {
 			n, calls = 1, nil
 		}
