@@ -41,9 +41,10 @@ type handler struct {
 // page itself is public code; what it connects to is not. Its URL carries
 // ?token=, which the page hands to the websocket.
 //
-// Beside it, GET whoami answers {"role": ...}: the role of the bearer token
-// the page sends in its Authorization header ("" for none or an unknown
-// one). The page asks it which panels to show, rather than calling APIs its
+// Beside it, GET whoami answers {"role": ..., "who": ...}: the role of the
+// bearer token the page sends in its Authorization header ("" for none or an
+// unknown one) and the name recordings carry for it (auth.WhoFrom, never
+// the token). The page asks it which panels to show, rather than calling APIs its
 // link may not use and filling the console with their 403s. It says nothing
 // a token's holder could not learn by trying.
 func Register(d *auth.Door) {
@@ -53,7 +54,7 @@ func Register(d *auth.Door) {
 
 func whoami(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	auth.WriteJSON(w, http.StatusOK, map[string]string{"role": string(auth.RoleFrom(r.Context()))})
+	auth.WriteJSON(w, http.StatusOK, map[string]string{"role": string(auth.RoleFrom(r.Context())), "who": auth.WhoFrom(r.Context())})
 }
 
 // Handler serves the browser client: the page at "/" and its files beside it.

@@ -34,9 +34,12 @@ func TestWhoami(t *testing.T) {
 				hdr["Authorization"] = c.header
 			}
 			res := get(t, d, "GET", c.path, hdr)
-			var body struct{ Role *string }
-			if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 200 || body.Role == nil || *body.Role != c.want {
-				t.Errorf("GET %s: %d %v %v, want 200 role %q", c.path, res.StatusCode, body.Role, err, c.want)
+			var body struct{ Role, Who *string }
+			if err := json.NewDecoder(res.Body).Decode(&body); err != nil || res.StatusCode != 200 || body.Role == nil || *body.Role != c.want || body.Who == nil {
+				t.Fatalf("GET %s: %d %+v %v, want 200 role %q", c.path, res.StatusCode, body, err, c.want)
+			}
+			if c.want == "annotator" && *body.Who != "annotator:"+auth.TokenID(ann) {
+				t.Errorf("who = %q, want annotator:%s", *body.Who, auth.TokenID(ann))
 			}
 		})
 	}

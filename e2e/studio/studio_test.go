@@ -44,6 +44,10 @@ const errorTrap = `(() => {
   console.error = (...a) => { window.__errors.push('console: ' + a.join(' ')); ce(...a); };
 })();`
 
+// leaving asks the page whether it would stop a person leaving it: a
+// cancelled beforeunload is what makes the browser ask.
+const leaving = `(() => { const e = new Event('beforeunload', { cancelable: true }); dispatchEvent(e); return e.defaultPrevented; })()`
+
 // TestAnnotatorDemonstrates: an annotator with only an annotator token opens
 // the page, finds hello-file in the task panel, starts it with the keyboard,
 // sees the instruction, types the solution into the desktop's terminal,
@@ -111,6 +115,11 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 	}
 	// The panel asked for control on Start.
 	waitFor(ctx, t, drv, "a", `deskenv.canAct`, "the annotator did not get control")
+	var guards bool
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": leaving}, &guards)
+	if !guards {
+		t.Error("leaving the page mid-episode does not ask first (beforeunload not cancelled)")
+	}
 
 	cx, cy := windowCentre(ctx, t, d, "deskenv terminal")
 	const cmdline = "echo hello world > ~/hello.txt"
@@ -138,6 +147,10 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 		t.Fatalf("the result shows %+v, want reward 1 with the checker's reasons", result)
 	}
 	t.Logf("result: %s; reasons: %q", result.Reward, result.Reasons)
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": leaving}, &guards)
+	if guards {
+		t.Error("after Finish, leaving the page still asks (beforeunload cancelled)")
+	}
 	do(ctx, t, drv, "screenshot", map[string]any{"page": "a", "path": filepath.Join(shots, "studio-result.png")}, nil)
 	var errs []string
 	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `window.__errors`}, &errs)

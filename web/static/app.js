@@ -341,16 +341,16 @@ async function whoami() {
   const token = new URL(location.href).searchParams.get('token');
   try {
     const res = await fetch(new URL('whoami', location.href), { headers: token ? { Authorization: `Bearer ${token}` } : {} });
-    if (res.ok) return (await res.json()).role;
+    if (res.ok) return await res.json();
   } catch (e) {
     log(`whoami: ${e.message}`);
   }
-  return null;
+  return { role: null, who: null };
 }
-whoami().then((role) => {
+whoami().then(({ role, who }) => {
   window.deskenv.role = role;
   if (role === null || ['annotator', 'operator', 'local'].includes(role)) {
     recording.start();
-    studio.load();
+    studio.load(who);
   }
 });

@@ -67,8 +67,13 @@ export class Studio {
     return data;
   }
 
-  /** load fetches the task list; the panel shows only if the link may use it. */
-  async load() {
+  /**
+   * load fetches the task list; the panel shows only if the link may use it.
+   * who is the link's name in recordings (GET whoami), to pick up its own
+   * running episode after a reload; null: unknown, pick up none.
+   */
+  async load(who = null) {
+    this.who = who;
     let data;
     try {
       data = await this.call('GET', 'api/tasks');
@@ -88,7 +93,7 @@ export class Studio {
     let st;
     try { st = await this.call('GET', 'api/recording'); } catch { return; }
     const ep = st.episode;
-    if (!st.recording || !ep || !ep.task_id) return;
+    if (!st.recording || !ep || !ep.task_id || !this.who || ep.recorded_by !== this.who) return;
     const task = this.tasks.find((t) => t.id === ep.task_id);
     if (!task) return;
     this.run = { episode: ep.episode_id, task: ep.task_id, instruction: ep.instruction || task.instruction,
