@@ -5,8 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Canonical actions said in other models' dialects (docs/DIALECTS.md): the
@@ -579,70 +577,4 @@ func PyString(s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
-}
-
-// --- keys ---
-
-// dialectKeyNames are canonical (xdotool) key names, lower-cased, as each
-// dialect spells them: OpenAI {openai, gemini (Playwright's names),
-// pyautogui}. Names not here are written as they are: X keysym names (F5,
-// KP_Add, Control_R) and characters, which every dialect's reader takes.
-var dialectKeyNames = map[string][3]string{
-	"return": {"ENTER", "Enter", "enter"}, "escape": {"ESC", "Escape", "esc"}, "tab": {"TAB", "Tab", "tab"},
-	"space": {"SPACE", "Space", "space"}, "backspace": {"BACKSPACE", "Backspace", "backspace"},
-	"delete": {"DELETE", "Delete", "delete"}, "insert": {"INSERT", "Insert", "insert"},
-	"home": {"HOME", "Home", "home"}, "end": {"END", "End", "end"},
-	"page_up": {"PAGEUP", "PageUp", "pageup"}, "prior": {"PAGEUP", "PageUp", "pageup"},
-	"page_down": {"PAGEDOWN", "PageDown", "pagedown"}, "next": {"PAGEDOWN", "PageDown", "pagedown"},
-	"up": {"ARROWUP", "ArrowUp", "up"}, "down": {"ARROWDOWN", "ArrowDown", "down"},
-	"left": {"ARROWLEFT", "ArrowLeft", "left"}, "right": {"ARROWRIGHT", "ArrowRight", "right"},
-	"ctrl": {"CTRL", "Control", "ctrl"}, "control": {"CTRL", "Control", "ctrl"}, "control_l": {"CTRL", "Control", "ctrl"},
-	"shift": {"SHIFT", "Shift", "shift"}, "shift_l": {"SHIFT", "Shift", "shift"},
-	"alt": {"ALT", "Alt", "alt"}, "alt_l": {"ALT", "Alt", "alt"},
-	"super": {"META", "Meta", "win"}, "super_l": {"META", "Meta", "win"}, "cmd": {"META", "Meta", "win"},
-	"meta": {"META", "Meta", "win"}, "win": {"META", "Meta", "win"},
-	"caps_lock": {"CAPSLOCK", "CapsLock", "capslock"}, "print": {"PRINTSCREEN", "PrintScreen", "printscreen"},
-}
-
-// sayKey spells one canonical key name in dialect.
-func sayKey(dialect, k string) (string, error) {
-	if k == "" {
-		return "", fmt.Errorf("an empty key name in a chord")
-	}
-	col := map[string]int{DialectOpenAI: 0, DialectGemini: 1, DialectPyAutoGUI: 2}[dialect]
-	if n, ok := dialectKeyNames[strings.ToLower(k)]; ok {
-		return n[col], nil
-	}
-	if r, size := utf8.DecodeRuneInString(k); size == len(k) && unicode.IsLetter(r) && dialect != DialectPyAutoGUI {
-		// OpenAI and Gemini name a letter key in capitals, without case.
-		return string(unicode.ToUpper(r)), nil
-	}
-	return k, nil
-}
-
-// chordKeys spells a canonical chord ("ctrl+shift+t") as a dialect's list
-// of key names. OpenAI and Gemini name letters without case, so an upper
-// case letter is said with shift held, which is what the executor presses
-// for it.
-func chordKeys(dialect, chord string) ([]string, error) {
-	parts := strings.Split(chord, "+")
-	if chord == "+" || strings.HasSuffix(chord, "++") {
-		parts = append(strings.Split(strings.TrimSuffix(chord, "++"), "+"), "+")
-		if chord == "+" {
-			parts = []string{"+"}
-		}
-	}
-	var out []string
-	for _, p := range parts {
-		if r, size := utf8.DecodeRuneInString(p); dialect != DialectPyAutoGUI && size == len(p) && unicode.IsUpper(r) {
-			shift, _ := sayKey(dialect, "shift")
-			out = append(out, shift)
-		}
-		n, err := sayKey(dialect, p)
-		if err != nil {
-			return nil, fmt.Errorf("key %q: %w", chord, err)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

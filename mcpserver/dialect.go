@@ -173,50 +173,18 @@ func (s *Server) answer(ctx context.Context, tool string, texts []string, last h
 	return &mcp.CallToolResult{Content: append(content, img)}
 }
 
-// dialectKeys names keys the way OpenAI's action objects (CTRL, ENTER,
-// ARROWLEFT; OpenAI's computer-use guide and CUA sample app, 2025),
-// Gemini's key_combination (Playwright's names: Control, PageDown; the
-// reference implementation's PLAYWRIGHT_KEY_MAP) and pyautogui
-// (KEYBOARD_KEYS: ctrlleft, pgdn, num0) spell them, lower-cased, mapped to
-// the xdotool names the canonical key action uses. A name not here goes to
-// hci's own names (X keysym names and its aliases, such as F5, Page_Down or
-// cmd); a name neither knows is an error naming it.
-var dialectKeys = map[string]string{
-	// Modifiers.
-	"ctrl": "ctrl", "control": "ctrl", "ctrlleft": "ctrl", "ctrlright": "Control_R",
-	"shift": "shift", "shiftleft": "shift", "shiftright": "Shift_R",
-	"alt": "alt", "option": "alt", "altleft": "alt", "altright": "Alt_R", "optionleft": "alt", "optionright": "Alt_R",
-	"cmd": "super", "command": "super", "meta": "super", "super": "super", "win": "super", "winleft": "super", "winright": "Super_R",
-	// Editing and navigation.
-	"enter": "Return", "return": "Return", "esc": "Escape", "escape": "Escape", "tab": "Tab", "space": "space",
-	"backspace": "BackSpace", "delete": "Delete", "del": "Delete", "insert": "Insert", "home": "Home", "end": "End",
-	"pageup": "Page_Up", "pagedown": "Page_Down", "pgup": "Page_Up", "pgdn": "Page_Down",
-	"arrowup": "Up", "arrowdown": "Down", "arrowleft": "Left", "arrowright": "Right",
-	"up": "Up", "down": "Down", "left": "Left", "right": "Right",
-	"capslock": "Caps_Lock", "numlock": "Num_Lock", "scrolllock": "Scroll_Lock",
-	"printscreen": "Print", "prntscrn": "Print", "prtsc": "Print", "prtscr": "Print", "apps": "Menu",
-	// Characters by name (Playwright, pyautogui) and the two OpenAI's sample app maps.
-	" ": "space", "\n": "Return", "\r": "Return", "\t": "Tab",
-	"semicolon": "semicolon", "equals": "equal", "/": "slash", "\\": "backslash", "+": "plus",
-	// The keypad (Playwright's and pyautogui's names).
-	"multiply": "KP_Multiply", "add": "KP_Add", "separator": "KP_Separator", "subtract": "KP_Subtract",
-	"decimal": "KP_Decimal", "divide": "KP_Divide",
-	"num0": "KP_0", "num1": "KP_1", "num2": "KP_2", "num3": "KP_3", "num4": "KP_4",
-	"num5": "KP_5", "num6": "KP_6", "num7": "KP_7", "num8": "KP_8", "num9": "KP_9",
-}
-
 // keyName maps one key, as a dialect names it, to its canonical (xdotool)
-// name; errors start with dialect, if given. lowerLetters makes a single letter the key rather than the
+// name, through hci's table of the dialects' key names (hci.DialectKey); errors start with dialect, if given. lowerLetters makes a single letter the key rather than the
 // character: OpenAI sends ["CTRL", "C"] for ctrl+c, not ctrl+shift+c.
 func keyName(dialect, k string, lowerLetters bool) (string, error) {
-	if n, ok := dialectKeys[strings.ToLower(k)]; ok {
+	if n, ok := hci.DialectKey(k); ok {
 		return n, nil
 	}
 	t := strings.TrimSpace(k)
 	if t == "" {
 		return "", prefixed(dialect, errors.New("an empty key name"))
 	}
-	if n, ok := dialectKeys[strings.ToLower(t)]; ok {
+	if n, ok := hci.DialectKey(t); ok {
 		return n, nil
 	}
 	if r, size := utf8.DecodeRuneInString(t); size == len(t) {
