@@ -230,6 +230,14 @@ func (a *Desktop) startControl(context.Context) (err error) {
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   a.seat.iso.detail(a.seat.session),
 		Lifecycle:   a.lc,
+		// The recorder starts after the control plane, and both before
+		// the first request: by then a.rec is set.
+		ResetGuard: func(ctx context.Context) error {
+			if a.rec == nil {
+				return nil
+			}
+			return a.rec.ResetGuard(ctx)
+		},
 	})
 	if err != nil {
 		return err

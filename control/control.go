@@ -124,6 +124,11 @@ type Config struct {
 	// Isolation, if set, is /health's "isolation" detail: whether the
 	// session runs as a user of its own, and if not why (cmd says).
 	Isolation any
+	// ResetGuard, if set, is asked before a reset through POST /api/reset
+	// with the request's context; an error refuses the reset with 409 and
+	// its words. The appliance asks the recorder, so an annotator's reset
+	// cannot cut short a recording someone else is making.
+	ResetGuard func(ctx context.Context) error
 }
 
 // Control is the control plane of one desktop.

@@ -173,6 +173,12 @@ func (c *Control) apiReset(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("reset request: seed %d is negative: use an integer >= 0", *req.Seed))
 		return
 	}
+	if g := c.cfg.ResetGuard; g != nil {
+		if err := g(r.Context()); err != nil {
+			writeError(w, http.StatusConflict, err.Error())
+			return
+		}
+	}
 	ep, err := c.Reset(r.Context(), req)
 	if err != nil {
 		writeError(w, statusOf(err), err.Error())

@@ -79,6 +79,20 @@ func (r *Recorder) Discard(ctx context.Context, id string) error {
 	return nil
 }
 
+// ResetGuard refuses an annotator's reset while someone else's recording
+// runs: the reset would end the episode under it. Operators (and local
+// mode) reset whenever they like, and an annotator may cut short its own.
+// The appliance hands it to the control plane (control.Config.ResetGuard).
+func (r *Recorder) ResetGuard(ctx context.Context) error {
+	r.mu.Lock()
+	ep := r.cur
+	r.mu.Unlock()
+	if ep == nil || mayTouch(ctx, ep.recordedBy()) {
+		return nil
+	}
+	return fmt.Errorf("episode %s is being recorded by someone else: an annotator may not reset the desktop under it; wait until it stops", wire.Quote(ep.id))
+}
+
 // ownerOf is who recorded episode id, and whether it exists.
 func (r *Recorder) ownerOf(id string) (string, error) {
 	dir, err := r.find(id)

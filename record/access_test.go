@@ -36,6 +36,14 @@ func TestAnnotatorAccess(t *testing.T) {
 	rec := r.recorder(t, dir, Options{FPS: -1})
 	d := auth.NewDoor(a, auth.Limits{})
 	rec.Register(d)
+	// What the control plane asks before a reset (control.Config.ResetGuard).
+	d.Handle("POST /reset-guard", auth.Policy{Roles: []auth.Role{auth.RoleAnnotator}}, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if err := rec.ResetGuard(req.Context()); err != nil {
+			auth.WriteError(w, http.StatusConflict, err.Error())
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
 	srv := httptest.NewServer(d)
 	defer srv.Close()
 	call := func(tok, method, path, body string) (int, string) {
@@ -62,6 +70,9 @@ func TestAnnotatorAccess(t *testing.T) {
 		{"recorded_by is not the client's", annA, "POST", "/api/recording/start", `{"recorded_by":"operator"}`, 400, "unknown field"},
 		{"B may not pause A's", annB, "POST", "/api/recording/pause", ``, 403, "may touch only the episodes it recorded"},
 		{"B may not stop A's", annB, "POST", "/api/recording/stop", `{}`, 403, "may touch only"},
+		{"B may not reset under A's", annB, "POST", "/reset-guard", ``, 409, "being recorded by someone else"},
+		{"A may reset under its own", annA, "POST", "/reset-guard", ``, 204, ""},
+		{"the operator may reset", oper, "POST", "/reset-guard", ``, 204, ""},
 		{"A pauses", annA, "POST", "/api/recording/pause", ``, 200, `"paused": true`},
 		{"A resumes", annA, "POST", "/api/recording/resume", ``, 200, `"paused": false`},
 		{"A may not set a reward", annA, "POST", "/api/recording/stop", `{"reward":1,"done":true}`, 403, "may not set reward"},
@@ -76,6 +87,7 @@ func TestAnnotatorAccess(t *testing.T) {
 		{"operator reads it", oper, "GET", "/api/recording/episodes/a1/review", ``, 200, `"status": "accepted"`},
 		{"operator starts one", oper, "POST", "/api/recording/start", `{"episode_id":"o1"}`, 201, `"recorded_by": "operator:`},
 		{"A may not stop the operator's", annA, "POST", "/api/recording/stop", `{}`, 403, "may touch only"},
+		{"A may not reset under the operator's", annA, "POST", "/reset-guard", ``, 409, "being recorded by someone else"},
 		{"A may not discard the operator's live one", annA, "DELETE", "/api/recording/episodes/o1", ``, 403, "may touch only"},
 		{"operator stops with a reward", oper, "POST", "/api/recording/stop", `{"reward":1,"done":true}`, 200, `"reward": 1`},
 		{"A may not read the operator's", annA, "GET", "/api/recording/episodes/o1/review", ``, 403, "may touch only"},
@@ -83,6 +95,7 @@ func TestAnnotatorAccess(t *testing.T) {
 		{"A starts another", annA, "POST", "/api/recording/start", `{"episode_id":"a2"}`, 201, `"recording": true`},
 		{"A discards it live", annA, "DELETE", "/api/recording/episodes/a2", ``, 200, `"discarded": "a2"`},
 		{"nothing is recording", annA, "GET", "/api/recording", ``, 200, `"recording": false`},
+		{"B may reset now", annB, "POST", "/reset-guard", ``, 204, ""},
 		{"A discards its first", annA, "DELETE", "/api/recording/episodes/a1", ``, 200, `"discarded": "a1"`},
 		{"gone", annA, "GET", "/api/recording/episodes/a1/review", ``, 404, "no recorded episode"},
 	}

@@ -393,6 +393,20 @@ func TestDoorRoles(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		d := startDeskenv(t, append([]string{"--home", t.TempDir(), "--agent-token", testAgent}, common...)...)
 		run(t, d, testAgent, desk(""))
+		// While the operator records, an annotator's reset would end the
+		// episode under the recording: 409; the operator's own is fine.
+		if code, msg := request(t, "POST", d.base+"/api/recording/start", testOperator, strings.NewReader(`{}`)); code != 201 {
+			t.Fatalf("the operator's recording: %d %s", code, msg)
+		}
+		if code, msg := request(t, "POST", d.base+"/api/reset", testAnnot, strings.NewReader(`{}`)); code != 409 || !strings.Contains(msg, "someone else") {
+			t.Errorf("an annotator's reset under the operator's recording: %d %s, want 409", code, msg)
+		}
+		if code, msg := request(t, "POST", d.base+"/api/recording/stop", testOperator, strings.NewReader(`{}`)); code != 200 {
+			t.Errorf("the operator's stop: %d %s", code, msg)
+		}
+		if code, msg := request(t, "POST", d.base+"/api/reset", testAnnot, strings.NewReader(`{}`)); code != 200 {
+			t.Errorf("an annotator's reset once the recording stopped: %d %s, want 200", code, msg)
+		}
 	})
 	t.Run("pool", func(t *testing.T) {
 		d := startDeskenv(t, append([]string{"--home", t.TempDir(), "--desktops", "2"}, common...)...)
