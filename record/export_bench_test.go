@@ -20,7 +20,8 @@ import (
 // steps, an agent's and a person's mix of clicks, typing and keys, one
 // distinct 1280x800 screen per 4 steps as a recording dedupes them) in each
 // format, and reports rows/s and MB/s of output (lerobot embeds the
-// observations as images: the corpus has no video):
+// observations as images: the corpus has no video), and jsonl and parquet
+// again with each step said in a dialect too (--dialect):
 //
 //	go test -run '^$' -bench BenchmarkExport -benchtime 3x ./record/
 func BenchmarkExport(b *testing.B) {
@@ -29,8 +30,19 @@ func BenchmarkExport(b *testing.B) {
 	if err := writeCorpus(root, episodes, steps); err != nil {
 		b.Fatal(err)
 	}
-	for _, format := range []string{"jsonl", "parquet", "agentnet", "lerobot"} {
-		b.Run(format, func(b *testing.B) {
+	type run struct{ format, dialect string }
+	runs := []run{{"jsonl", ""}, {"parquet", ""}, {"agentnet", ""}, {"lerobot", ""}}
+	for _, d := range hci.Dialects() {
+		runs = append(runs, run{"jsonl", d})
+	}
+	runs = append(runs, run{"parquet", hci.DialectGemini})
+	for _, r := range runs {
+		format := r.format
+		name := format
+		if r.dialect != "" {
+			name += "+" + r.dialect
+		}
+		b.Run(name, func(b *testing.B) {
 			tmp := b.TempDir()
 			var st ExportStats
 			var err error
@@ -38,7 +50,7 @@ func BenchmarkExport(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				// A LeRobot dataset is a directory and must be new.
 				out := filepath.Join(tmp, fmt.Sprint(i), "train."+format)
-				if st, err = Export(context.Background(), root, out, ExportOptions{Format: format}); err != nil {
+				if st, err = Export(context.Background(), root, out, ExportOptions{Format: format, Dialect: r.dialect}); err != nil {
 					b.Fatal(err)
 				}
 			}
