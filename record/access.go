@@ -42,11 +42,20 @@ func (ep *Episode) recordedBy() string {
 
 // statusFor is the Status as the caller of ctx may see it: an annotator
 // sees the last episode only if it recorded it (its outcome is the reward
-// the page shows on Finish), never someone else's.
+// the page shows on Finish), never someone else's, and no paths on the
+// appliance's disk.
 func (r *Recorder) statusFor(ctx context.Context) Status {
 	st := r.Status()
 	if st.Last != nil && !mayTouch(ctx, st.Last.RecordedBy) {
 		st.Last = nil
+	}
+	if auth.RoleFrom(ctx) == auth.RoleAnnotator {
+		st.Dir = ""
+		if st.Episode != nil {
+			ep := *st.Episode
+			ep.Dir = ""
+			st.Episode = &ep
+		}
 	}
 	return st
 }

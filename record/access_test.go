@@ -75,6 +75,8 @@ func TestAnnotatorAccess(t *testing.T) {
 		{"the operator may reset", oper, "POST", "/reset-guard", ``, 204, ""},
 		{"A pauses", annA, "POST", "/api/recording/pause", ``, 200, `"paused": true`},
 		{"A resumes", annA, "POST", "/api/recording/resume", ``, 200, `"paused": false`},
+		{"no paths for annotators", annA, "GET", "/api/recording", ``, 200, `!"dir"`},
+		{"paths for operators", oper, "GET", "/api/recording", ``, 200, `"dir": "` + dir},
 		{"A may not set a reward", annA, "POST", "/api/recording/stop", `{"reward":1,"done":true}`, 403, "may not set reward"},
 		{"give up with a reward", oper, "POST", "/api/recording/stop", `{"give_up":true,"reward":1}`, 400, "leave reward"},
 		{"A gives up", annA, "POST", "/api/recording/stop", `{"give_up":true}`, 200, `"reward": 0`},
@@ -101,7 +103,9 @@ func TestAnnotatorAccess(t *testing.T) {
 	}
 	for _, s := range steps {
 		code, body := call(s.tok, s.method, s.path, s.body)
-		if code != s.status || !strings.Contains(body, s.has) {
+		// has is what the answer must say; "!x" what it must not.
+		lacks, ok := strings.CutPrefix(s.has, "!")
+		if code != s.status || (ok && strings.Contains(body, lacks)) || (!ok && !strings.Contains(body, s.has)) {
 			t.Errorf("%s: %s %s: %d %s; want %d with %q", s.name, s.method, s.path, code, body, s.status, s.has)
 		}
 	}

@@ -949,7 +949,7 @@ func (r *Recorder) StopEpisode(ctx context.Context, id string, outcome *Outcome)
 type Status struct {
 	Recording bool           `json:"recording"`
 	Paused    bool           `json:"paused"`
-	Dir       string         `json:"dir"`
+	Dir       string         `json:"dir,omitempty"`
 	Episode   *EpisodeStatus `json:"episode,omitempty"`
 	// Last is the last episode recorded, once one has been stopped.
 	Last *Meta `json:"last,omitempty"`
@@ -958,7 +958,7 @@ type Status struct {
 // EpisodeStatus describes the episode being recorded.
 type EpisodeStatus struct {
 	ID          string    `json:"episode_id"`
-	Dir         string    `json:"dir"`
+	Dir         string    `json:"dir,omitempty"`
 	TaskID      string    `json:"task_id,omitempty"`
 	Instruction string    `json:"instruction,omitempty"`
 	RecordedBy  string    `json:"recorded_by,omitempty"`
