@@ -204,8 +204,8 @@ func TestSameTaskEveryDialect(t *testing.T) {
 				t.Errorf("%s's step %d: via %q source %s, want via %q by the agent", tool, step.Step, step.Via, step.Source, wantVia)
 			}
 		}
-		if o := rec.Meta.Outcome; o == nil || o.Reward == nil || *o.Reward != 1 {
-			t.Errorf("%s's episode.json outcome %+v, want reward 1", tool, o)
+		if o := rec.Meta.Outcome; o == nil || o.Reward == nil || *o.Reward != 1 || rec.Meta.Source != "agent" || rec.Meta.Status != record.StatusComplete {
+			t.Errorf("%s's episode.json: source %q status %q outcome %+v, want an agent's complete episode of reward 1", tool, rec.Meta.Source, rec.Meta.Status, o)
 		}
 	}
 
