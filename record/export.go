@@ -58,6 +58,9 @@ type ExportStats struct {
 	Failure  int            `json:"failure"`
 	Unscored int            `json:"unscored"`
 	Card     string         `json:"card"` // the dataset card written beside the file
+	// Unsaid counts the steps the export's dialect cannot say (their rows'
+	// dialect_error says why).
+	Unsaid int `json:"unsaid,omitempty"`
 }
 
 // ImageCell is an image column as Hugging Face datasets stores it: the
@@ -247,7 +250,7 @@ func Export(ctx context.Context, root, out string, opt ExportOptions) (ExportSta
 		f.Close()
 		os.Remove(tmp)
 	}()
-	w := newEpisodeWriter(opt, f)
+	w := newEpisodeWriter(opt, f, &st.Unsaid)
 	outDir, _ := filepath.Abs(filepath.Dir(out))
 	for i, dir := range dirs {
 		if err := ctx.Err(); err != nil {
@@ -333,13 +336,13 @@ type episodeWriter interface {
 	finish() error
 }
 
-func newEpisodeWriter(opt ExportOptions, f *os.File) episodeWriter {
+func newEpisodeWriter(opt ExportOptions, f *os.File, unsaid *int) episodeWriter {
 	switch opt.Format {
 	case "jsonl", "agentnet":
 		bw := bufio.NewWriterSize(f, 1<<20)
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false) // a row's text is what was typed: keep <, > and & as they are
-		return jsonlRows{bw: bw, enc: enc, agentnet: opt.Format == "agentnet", opt: opt}
+		return jsonlRows{bw: bw, enc: enc, agentnet: opt.Format == "agentnet", opt: opt, unsaid: unsaid}
 	}
 	features := hfFeatures()
 	if opt.Dialect != "" {
@@ -349,7 +352,7 @@ func newEpisodeWriter(opt ExportOptions, f *os.File) episodeWriter {
 	wopts := []parquet.WriterOption{parquet.Compression(&parquet.Zstd), parquet.MaxRowsPerRowGroup(100),
 		parquet.KeyValueMetadata("huggingface", string(meta)), parquet.CreatedBy("deskenv", "record", "1")}
 	if opt.Dialect != "" {
-		return parquetDialectRows{parquet.NewGenericWriter[DialectRow](f, wopts...), opt}
+		return parquetDialectRows{parquet.NewGenericWriter[DialectRow](f, wopts...), opt, unsaid}
 	}
 	return parquetRows{parquet.NewGenericWriter[Row](f, wopts...)}
 }
@@ -369,8 +372,9 @@ func (p parquetRows) finish() error { return p.w.Close() }
 
 // parquetDialectRows writes the rows with their steps said in a dialect.
 type parquetDialectRows struct {
-	w   *parquet.GenericWriter[DialectRow]
-	opt ExportOptions
+	w      *parquet.GenericWriter[DialectRow]
+	opt    ExportOptions
+	unsaid *int
 }
 
 func (p parquetDialectRows) write(rec *Recording, outDir string) (int, error) {
@@ -378,7 +382,7 @@ func (p parquetDialectRows) write(rec *Recording, outDir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	said, err := dialectRowsOf(rec, rows, p.opt)
+	said, err := dialectRowsOf(rec, rows, p.opt, p.unsaid)
 	if err != nil {
 		return 0, err
 	}
@@ -395,6 +399,7 @@ type jsonlRows struct {
 	enc      *json.Encoder
 	agentnet bool
 	opt      ExportOptions
+	unsaid   *int // steps the dialect cannot say, counted
 }
 
 func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
@@ -407,7 +412,7 @@ func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
 		return 0, err
 	}
 	if j.opt.Dialect != "" {
-		said, err := dialectRowsOf(rec, rows, j.opt)
+		said, err := dialectRowsOf(rec, rows, j.opt, j.unsaid)
 		if err != nil {
 			return 0, err
 		}

@@ -59,8 +59,8 @@ func (opt ExportOptions) checkDialect() error {
 }
 
 // dialectRowsOf says the steps of rec, whose rows are rows, in opt's
-// dialect.
-func dialectRowsOf(rec *Recording, rows []Row, opt ExportOptions) ([]DialectRow, error) {
+// dialect, and adds the steps it cannot say to unsaid.
+func dialectRowsOf(rec *Recording, rows []Row, opt ExportOptions, unsaid *int) ([]DialectRow, error) {
 	m := rec.Meta
 	sp := hci.Space{ScreenW: m.Screen.W, ScreenH: m.Screen.H, ModelW: m.Model.W, ModelH: m.Model.H}
 	if sp.ModelW <= 0 || sp.ModelH <= 0 {
@@ -83,6 +83,7 @@ func dialectRowsOf(rec *Recording, rows []Row, opt ExportOptions) ([]DialectRow,
 		if s.Err != nil {
 			msg := fmt.Sprintf("step %d: %v", rec.Steps[s.First].Step, s.Err)
 			first.DialectError = &msg
+			*unsaid++
 			continue
 		}
 		b, err := wire.Marshal(s.Calls)

@@ -101,6 +101,15 @@ func TestExportDialect(t *testing.T) {
 				if len(rows) != 4 || st.Rows != 4 {
 					t.Fatalf("%d rows (%d said), want 4", len(rows), st.Rows)
 				}
+				unsaid := 0
+				for _, w := range c.want {
+					if w.err != nil {
+						unsaid++
+					}
+				}
+				if st.Unsaid != unsaid {
+					t.Errorf("stats count %d steps not said, want %d", st.Unsaid, unsaid)
+				}
 				for i, r := range rows {
 					w := c.want[i]
 					if r.Dialect != opt.Dialect || !reflect.DeepEqual(r.DialectJSON, w.json) || !reflect.DeepEqual(r.DialectError, w.err) ||

@@ -65,6 +65,9 @@ Flags:
 	}
 	fmt.Fprintf(stdout, "wrote %s: %d rows from %d episodes (%d skipped), %d bytes; dataset card %s\n",
 		*out, st.Rows, st.Episodes, st.Skipped, st.Bytes, st.Card)
+	if opt.Dialect != "" && st.Unsaid > 0 {
+		fmt.Fprintf(stdout, "%d steps cannot be said in %s: their rows' dialect_error says why\n", st.Unsaid, opt.Dialect)
+	}
 	return nil
 }
 
