@@ -14,6 +14,7 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -58,6 +59,14 @@ type Capturer struct {
 	// fixesGen is the generation XFIXES was set up on (Pointer).
 	fixesGen uint64
 	warned   bool
+
+	// dmg tells settles when the screen was drawn on (settle.go); its own
+	// lock, since captures hold mu.
+	dmgMu     sync.Mutex
+	dmg       *damageWatch
+	dmgClosed bool
+
+	captures atomic.Int64 // screens grabbed, for tests and benchmarks
 }
 
 // NewCapturer prepares capture on d. The shared-memory segment is made on the
@@ -195,6 +204,7 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 	if err != nil {
 		return err
 	}
+	c.captures.Add(1)
 	f.Time = time.Now()
 	f.Hash = maphash.Bytes(c.seed, f.Pix)
 	return nil
@@ -245,6 +255,7 @@ func (c *Capturer) UsesSHM() bool {
 
 // Close frees the shared-memory segment.
 func (c *Capturer) Close() error {
+	c.closeDamage()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.release()

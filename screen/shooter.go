@@ -55,6 +55,7 @@ type Shooter struct {
 	last    Shot
 	hasLast bool
 	frame   Frame
+	spare   Frame // SettleShot's buffer, swapped with frame
 	scaler  scaler
 	png     pngEncoder
 
@@ -95,6 +96,12 @@ func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 	if err := s.capture(ctx); err != nil {
 		return Shot{}, err
 	}
+	return s.shotOfFrame()
+}
+
+// shotOfFrame encodes s.frame in model space, or hands back the last shot
+// when the screen is the same. Called with s.mu held.
+func (s *Shooter) shotOfFrame() (Shot, error) {
 	w, h := s.opt.ModelW, s.opt.ModelH
 	if w <= 0 || h <= 0 {
 		w, h = s.frame.Width, s.frame.Height
@@ -142,16 +149,22 @@ func (s *Shooter) capture(ctx context.Context) error {
 	if err := s.c.CaptureInto(ctx, &s.frame); err != nil {
 		return err
 	}
+	s.addPointer(ctx)
+	return nil
+}
+
+// addPointer draws the pointer into s.frame when the options ask for it.
+// Called with s.mu held.
+func (s *Shooter) addPointer(ctx context.Context) {
 	if !s.opt.Pointer {
-		return nil
+		return
 	}
 	p, err := s.c.Pointer(ctx)
 	if err != nil {
-		return nil // a screenshot without the pointer beats none
+		return // a screenshot without the pointer beats none
 	}
 	p.DrawOn(&s.frame)
 	s.frame.Hash = p.mix(s.c.seed, s.frame.Hash)
-	return nil
 }
 
 func (s *Shooter) encode(f *Frame) (Shot, error) {
@@ -174,61 +187,4 @@ func (s *Shooter) encode(f *Frame) (Shot, error) {
 	s.encodes.Add(1)
 	shot.Data = buf.Bytes()
 	return shot, nil
-}
-
-// SettleOptions say when the screen counts as settled.
-type SettleOptions struct {
-	// Quiet is how long the screen must stay unchanged. Default 80 ms.
-	Quiet time.Duration
-	// Max caps the wait. Default 2 s.
-	Max time.Duration
-	// Interval is the sampling period. Default 10 ms.
-	Interval time.Duration
-}
-
-func (o *SettleOptions) defaults() {
-	if o.Quiet <= 0 {
-		o.Quiet = 80 * time.Millisecond
-	}
-	if o.Max <= 0 {
-		o.Max = 2 * time.Second
-	}
-	if o.Interval <= 0 {
-		o.Interval = 10 * time.Millisecond
-	}
-}
-
-// Settle samples the screen until it has not changed for opt.Quiet, and
-// returns settled=false if that did not happen within opt.Max. It replaces the
-// fixed sleep agents usually take after an action.
-func (c *Capturer) Settle(ctx context.Context, opt SettleOptions) (settled bool, waited time.Duration, err error) {
-	opt.defaults()
-	start := time.Now()
-	var f Frame
-	if err := c.CaptureInto(ctx, &f); err != nil {
-		return false, 0, err
-	}
-	last, lastChange := f.Hash, start
-	tick := time.NewTicker(opt.Interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return false, time.Since(start), ctx.Err()
-		case <-tick.C:
-		}
-		if err := c.CaptureInto(ctx, &f); err != nil {
-			return false, time.Since(start), err
-		}
-		now := time.Now()
-		if f.Hash != last {
-			last, lastChange = f.Hash, now
-		}
-		if now.Sub(lastChange) >= opt.Quiet {
-			return true, now.Sub(start), nil
-		}
-		if now.Sub(start) >= opt.Max {
-			return false, now.Sub(start), nil
-		}
-	}
 }

@@ -1,0 +1,331 @@
+package screen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/damage"
+	"github.com/jezek/xgb/xfixes"
+	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/xext"
+)
+
+// damageWatch learns when the screen was last drawn on from the X server
+// (the DAMAGE extension) instead of copying the screen to find out: one
+// damage object on the root window, on a connection of its own (a
+// display.Follower, since it reads events), made again after the X server
+// restarts.
+//
+// The damage object reports at level NonEmpty: the server sends one event
+// when its damage region goes from empty to non-empty, and no more until the
+// region is emptied (DamageSubtract). So the watcher empties the region after
+// each event only while a settle waits; with nobody waiting, the region
+// stays non-empty and a busy screen (a video, a blinking cursor) costs the
+// watcher nothing at all.
+type damageWatch struct {
+	d   *display.Display
+	log *slog.Logger
+	f   *display.Follower
+
+	mu      sync.Mutex
+	x       *damageConn // nil while there is no subscription
+	last    time.Time   // when the last damage event was read (or found by check)
+	waiters int         // settles waiting now
+	closed  bool
+
+	ctx  context.Context
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+// damageConn is one subscription on one X server generation.
+type damageConn struct {
+	c      *xgb.Conn
+	gen    uint64
+	dmg    damage.Damage
+	region xfixes.Region // receives the damage a check takes out
+}
+
+// errNoDamage says the watcher has no live subscription, so the caller
+// samples the screen instead.
+var errNoDamage = errors.New("no damage subscription on the X server")
+
+func newDamageWatch(d *display.Display, log *slog.Logger) *damageWatch {
+	w := &damageWatch{d: d, log: log.With("part", "damage"), f: d.Follow(display.ReadEvents), done: make(chan struct{})}
+	w.ctx, w.stop = context.WithCancel(context.Background())
+	// The first subscription is made before the goroutine starts, so the
+	// first settle already has it.
+	changed := d.Changed()
+	x, err := w.connect()
+	if err != nil {
+		w.log.Debug("no damage events; settling samples the screen", "err", err)
+	} else {
+		w.install(x)
+	}
+	go w.run(x, changed)
+	return w
+}
+
+// close ends the subscription and the goroutine.
+func (w *damageWatch) close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	w.stop()
+	w.f.Close() // ends the event loop
+	<-w.done
+}
+
+// run keeps a subscription on the current X server. x is the first one, or nil.
+func (w *damageWatch) run(x *damageConn, changed <-chan struct{}) {
+	defer close(w.done)
+	for first := true; ; first = false {
+		var err error
+		if !first {
+			changed = w.d.Changed()
+			x, err = w.connect()
+		}
+		if x != nil {
+			w.watch(x)
+		} else if err != nil && !errors.Is(err, display.ErrFollowerClosed) {
+			w.log.Debug("no damage events; settling samples the screen", "err", err)
+		}
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// connect subscribes to the root window's damage on the Follower's
+// connection.
+func (w *damageWatch) connect() (*damageConn, error) {
+	ctx, cancel := context.WithTimeout(w.ctx, 5*time.Second)
+	defer cancel()
+	c, gen, err := w.f.Get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x, err := subscribe(c, gen)
+	if err != nil {
+		w.f.Drop(gen)
+		return nil, err
+	}
+	return x, nil
+}
+
+func subscribe(c *xgb.Conn, gen uint64) (*damageConn, error) {
+	if err := xext.Init(c, "XFIXES", xfixes.Init); err != nil {
+		return nil, fmt.Errorf("set up XFIXES for damage regions: %w", err)
+	}
+	// DAMAGE needs XFIXES 2 (regions) announced first.
+	if _, err := xfixes.QueryVersion(c, 5, 0).Reply(); err != nil {
+		return nil, fmt.Errorf("query the XFIXES version: %w", err)
+	}
+	if err := xext.Init(c, "DAMAGE", damage.Init); err != nil {
+		return nil, fmt.Errorf("set up DAMAGE: %w", err)
+	}
+	if _, err := damage.QueryVersion(c, 1, 1).Reply(); err != nil {
+		return nil, fmt.Errorf("query the DAMAGE version: %w", err)
+	}
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	x := &damageConn{c: c, gen: gen}
+	var err error
+	if x.region, err = xfixes.NewRegionId(c); err != nil {
+		return nil, fmt.Errorf("allocate a region id: %w", err)
+	}
+	if err := xfixes.CreateRegionChecked(c, x.region, nil).Check(); err != nil {
+		return nil, fmt.Errorf("create a region: %w", err)
+	}
+	if x.dmg, err = damage.NewDamageId(c); err != nil {
+		return nil, fmt.Errorf("allocate a damage id: %w", err)
+	}
+	if err := damage.CreateChecked(c, x.dmg, xproto.Drawable(root), damage.ReportLevelNonEmpty).Check(); err != nil {
+		return nil, fmt.Errorf("track damage on the root window: %w", err)
+	}
+	return x, nil
+}
+
+// watch makes x the live subscription and reads its events until its
+// connection closes (its server died, or close).
+func (w *damageWatch) watch(x *damageConn) {
+	if !w.install(x) {
+		return
+	}
+	for {
+		ev, err := x.c.WaitForEvent()
+		if ev == nil && err == nil {
+			break
+		}
+		if err != nil {
+			// An unchecked Subtract on a server going away; nothing to do.
+			w.log.Debug("X error on the damage connection", "err", err)
+			continue
+		}
+		if _, ok := ev.(damage.NotifyEvent); !ok {
+			continue
+		}
+		w.mu.Lock()
+		// The time is taken before the region is emptied: a check that
+		// sees the region empty then also sees this time.
+		w.last = time.Now()
+		if w.waiters > 0 {
+			damage.Subtract(x.c, x.dmg, 0, 0)
+		}
+		w.mu.Unlock()
+	}
+	w.mu.Lock()
+	if w.x == x {
+		w.x = nil
+	}
+	w.mu.Unlock()
+	w.f.Drop(x.gen)
+}
+
+// install makes x the live subscription, unless the watcher is closed.
+func (w *damageWatch) install(x *damageConn) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	if w.x == x {
+		return true
+	}
+	w.x = x
+	// Whatever was drawn before the subscription began is unknown: count it
+	// as drawn now, which only makes a settle running now wait longer.
+	w.last = time.Now()
+	if w.waiters > 0 {
+		damage.Subtract(x.c, x.dmg, 0, 0)
+	}
+	return true
+}
+
+// begin registers a waiting settle and empties the damage region, so the
+// next drawing raises an event. It fails when there is no subscription.
+func (w *damageWatch) begin() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.x == nil {
+		return errNoDamage
+	}
+	w.waiters++
+	damage.Subtract(w.x.c, w.x.dmg, 0, 0)
+	return nil
+}
+
+// end unregisters a settle that begin registered.
+func (w *damageWatch) end() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waiters--
+}
+
+// lastDamage is when the screen was last seen drawn on.
+func (w *damageWatch) lastDamage() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// check asks the server, with a round trip, whether anything was drawn
+// since the region was last emptied: drawing whose event is still on its way
+// to the event loop (or was merged into a region the loop had not emptied
+// yet) is found here, so a settle never ends on a screen still being drawn.
+// Damage found counts as drawn now. It returns the time of the last damage.
+func (w *damageWatch) check(ctx context.Context) (time.Time, error) {
+	w.mu.Lock()
+	x := w.x
+	w.mu.Unlock()
+	if x == nil {
+		return time.Time{}, errNoDamage
+	}
+	damage.Subtract(x.c, x.dmg, 0, x.region)
+	type fetched struct {
+		r   *xfixes.FetchRegionReply
+		err error
+	}
+	ch := make(chan fetched, 1)
+	go func() {
+		r, err := xfixes.FetchRegion(x.c, x.region).Reply()
+		ch <- fetched{r, err}
+	}()
+	var got fetched
+	select {
+	case got = <-ch:
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	if got.err != nil {
+		return time.Time{}, fmt.Errorf("read the screen's damage: %w", got.err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(got.r.Rectangles) > 0 {
+		w.last = time.Now()
+	}
+	return w.last, nil
+}
+
+// settle waits until no damage has been reported for opt.Quiet, measured
+// from start or from the last damage, whichever is later, and at most until
+// start+opt.Max. It captures nothing. errNoDamage (or a broken connection)
+// tells the caller to sample the screen instead.
+func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOptions) (bool, time.Duration, error) {
+	if err := w.begin(); err != nil {
+		return false, 0, err
+	}
+	defer w.end()
+	deadline := start.Add(opt.Max)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	last := w.lastDamage()
+	for {
+		due := start.Add(opt.Quiet)
+		if last.After(start) {
+			due = last.Add(opt.Quiet)
+		}
+		now := time.Now()
+		if !now.Before(due) {
+			var err error
+			if last, err = w.check(ctx); err != nil {
+				return false, time.Since(start), err
+			}
+			if now = time.Now(); last.Add(opt.Quiet).After(now) && last.After(start) {
+				if !now.Before(deadline) {
+					return false, now.Sub(start), nil
+				}
+				continue // drawn since: wait a quiet period from then
+			}
+			return true, now.Sub(start), nil
+		}
+		if !now.Before(deadline) {
+			return false, now.Sub(start), nil
+		}
+		wake := due
+		if deadline.Before(wake) {
+			wake = deadline
+		}
+		timer.Reset(wake.Sub(now))
+		select {
+		case <-ctx.Done():
+			return false, time.Since(start), ctx.Err()
+		case <-timer.C:
+		}
+		last = w.lastDamage()
+	}
+}
