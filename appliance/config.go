@@ -60,6 +60,10 @@ type Config struct {
 	UDPPort     int
 	Policy      string
 	NoStream    bool
+	// MinBitrateKbps and MaxBitrateKbps bound congestion control (0: the
+	// stream's defaults, 300 and BitrateKbps); FixedBitrate turns it off.
+	MinBitrateKbps, MaxBitrateKbps int
+	FixedBitrate                   bool
 
 	// control plane
 	Mode          string
@@ -196,6 +200,8 @@ func (c *Config) checkRanges() error {
 		{"--jpeg-quality", c.JPEGQuality, 1, 100, "must be between 1 and 100"},
 		{"--fps", c.FPS, 1, 60, "must be between 1 and 60"},
 		{"--bitrate", c.BitrateKbps, 100, 100000, "must be between 100 and 100000 kbit/s"},
+		{"--bitrate-min", c.MinBitrateKbps, 0, c.BitrateKbps, "must be at most --bitrate (0: 300 kbit/s)"},
+		{"--bitrate-max", c.MaxBitrateKbps, 0, 100000, "must be at most 100000 kbit/s (0: --bitrate)"},
 		{"--udp-port", c.UDPPort, 0, 65535, "must be a port number"},
 		{"--desktops", c.Desktops, 1, 256, "must be between 1 and 256"},
 	}

@@ -209,6 +209,7 @@ func (a *Desktop) startStream(context.Context) (err error) {
 	}
 	a.stream, err = stream.New(a.display, a.exec, stream.Config{
 		FPS: a.cfg.FPS, BitrateKbps: a.cfg.BitrateKbps, Preset: a.cfg.Preset,
+		MinBitrateKbps: a.cfg.MinBitrateKbps, MaxBitrateKbps: a.cfg.MaxBitrateKbps, FixedBitrate: a.cfg.FixedBitrate,
 		ICEServers: splitList(a.cfg.ICEServers, ","), NAT1To1IPs: splitList(a.cfg.NAT1To1, ","),
 		UDPPort: a.cfg.UDPPort, Policy: stream.Policy(a.cfg.Policy), Logger: a.log, Capturer: a.capt,
 		Lifecycle: a.lc,

@@ -14,8 +14,11 @@ import (
 // offer and pion answers with theirs.
 const firstPT = 102
 
+// transport-cc asks the browser for transport-wide feedback, which GCC
+// estimates the link from; it only sends it when the TWCC header extension
+// is negotiated too (registerCC), so with FixedBitrate it stays silent.
 var videoFeedback = []webrtc.RTCPFeedback{
-	{Type: "goog-remb"}, {Type: webrtc.TypeRTCPFBCCM, Parameter: "fir"},
+	{Type: "goog-remb"}, {Type: webrtc.TypeRTCPFBTransportCC}, {Type: webrtc.TypeRTCPFBCCM, Parameter: "fir"},
 	{Type: webrtc.TypeRTCPFBNACK}, {Type: webrtc.TypeRTCPFBNACK, Parameter: "pli"},
 }
 

@@ -52,9 +52,21 @@ type Config struct {
 	// FPS is the most frames per second sent (1..60). Frames are only
 	// captured and encoded when the screen changed.
 	FPS int
-	// BitrateKbps is the video's target bitrate in kbit/s (100..100000),
-	// whichever codec a viewer gets.
+	// BitrateKbps is the video's bitrate in kbit/s (100..100000), whichever
+	// codec a viewer gets: where congestion control starts, and its ceiling
+	// unless MaxBitrateKbps is higher; with FixedBitrate, the bitrate.
 	BitrateKbps int
+	// MinBitrateKbps is the floor congestion control goes down to (default
+	// 300, or BitrateKbps if lower): below it a desktop is not worth
+	// watching, and GCC's own estimate recovers faster from a floor than
+	// from nothing.
+	MinBitrateKbps int
+	// MaxBitrateKbps is the ceiling congestion control goes up to; default
+	// BitrateKbps.
+	MaxBitrateKbps int
+	// FixedBitrate turns congestion control off: BitrateKbps at FPS
+	// whatever the link does (as before issue 18; for comparisons).
+	FixedBitrate bool
 	// Preset is the x264 speed preset for H.264 (ultrafast, superfast,
 	// veryfast, faster, fast, medium); empty means DefaultPreset. VP8 runs
 	// at libvpx's own real-time speed.
@@ -105,6 +117,7 @@ type Config struct {
 const (
 	DefaultFPS           = 30
 	DefaultBitrateKbps   = 4000
+	DefaultMinBitrate    = 300
 	DefaultPreset        = "superfast"
 	DefaultMaxViewers    = 32
 	DefaultQueueFrames   = 4
@@ -118,6 +131,8 @@ var presets = []string{"ultrafast", "superfast", "veryfast", "faster", "fast", "
 func (c Config) withDefaults() (Config, error) {
 	c.FPS = orDefault(c.FPS, DefaultFPS)
 	c.BitrateKbps = orDefault(c.BitrateKbps, DefaultBitrateKbps)
+	c.MinBitrateKbps = orDefault(c.MinBitrateKbps, min(DefaultMinBitrate, c.BitrateKbps))
+	c.MaxBitrateKbps = orDefault(c.MaxBitrateKbps, c.BitrateKbps)
 	c.Preset = strings.ToLower(orDefault(c.Preset, DefaultPreset))
 	c.MaxViewers = orDefault(c.MaxViewers, DefaultMaxViewers)
 	c.KeyframeInterval = orDefault(c.KeyframeInterval, DefaultKeyframeEvery)
@@ -136,6 +151,8 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{outside(c.FPS, 1, 60), fmt.Errorf("stream: FPS %d is out of range: use 1..60", c.FPS)},
 		{outside(c.BitrateKbps, 100, 100000), fmt.Errorf("stream: BitrateKbps %d is out of range: use 100..100000 (kbit/s)", c.BitrateKbps)},
+		{outside(c.MinBitrateKbps, 100, c.BitrateKbps), fmt.Errorf("stream: MinBitrateKbps %d is out of range: use 100..BitrateKbps (%d kbit/s)", c.MinBitrateKbps, c.BitrateKbps)},
+		{outside(c.MaxBitrateKbps, c.BitrateKbps, 100000), fmt.Errorf("stream: MaxBitrateKbps %d is out of range: use BitrateKbps (%d)..100000 (kbit/s)", c.MaxBitrateKbps, c.BitrateKbps)},
 		{!slices.Contains(presets, c.Preset), fmt.Errorf("stream: Preset %q is not known: use one of %s", c.Preset, strings.Join(presets, ", "))},
 		{iceErr != nil, iceErr},
 		{natErr != nil, natErr},

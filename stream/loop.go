@@ -118,6 +118,11 @@ type videoRun struct {
 
 	encs   []liveEncoder // in the order of Server.codecs
 	encGen uint64        // the pipeline's codecGen encs were made for
+
+	// rung is what congestion control set the encoders to; lastAdapt when
+	// it last looked.
+	rung      rung
+	lastAdapt time.Time
 }
 
 // liveEncoder is the encoder of one codec in use.
@@ -131,6 +136,14 @@ func (p *pipeline) newRun() *videoRun {
 	interval := time.Second / time.Duration(p.s.cfg.FPS)
 	r := &videoRun{p: p, g: g, pic: codec.NewI420(g.vw, g.vh), start: time.Now(),
 		interval: interval, minGap: interval * 9 / 10, tick: time.NewTicker(interval), fast: true}
+	// Each run starts where congestion control left the last one: a
+	// resized screen does not make the link any wider.
+	r.rung = *p.target.Load()
+	if r.rung.fps != p.s.cfg.FPS {
+		r.interval = time.Second / time.Duration(r.rung.fps)
+		r.minGap = r.interval * 9 / 10
+		r.tick.Reset(r.interval)
+	}
 	r.pl = planesOf(r.pic)
 	r.bus, r.unsub = p.s.exec.Bus().Subscribe(256)
 	return r
@@ -160,7 +173,7 @@ func (r *videoRun) syncEncoders() error {
 			kept = append(kept, e)
 		case inUse[c.Name]:
 			enc, err := c.NewEncoder(codec.Options{Width: r.g.vw, Height: r.g.vh, FPS: r.p.s.cfg.FPS,
-				BitrateKbps: r.p.s.cfg.BitrateKbps, Preset: r.p.s.cfg.Preset, Logger: r.p.s.log})
+				BitrateKbps: r.rung.encoderKbps(r.p.s.cfg.FPS), Preset: r.p.s.cfg.Preset, Logger: r.p.s.log})
 			if err != nil {
 				for _, old := range r.encs {
 					old.enc.Close() // closing twice is harmless
@@ -222,6 +235,7 @@ func (r *videoRun) wait(ctx context.Context) bool {
 // the pointer, a keyframe request, refinement or keep-alive.
 func (r *videoRun) step(ctx context.Context) error {
 	r.pace()
+	r.adapt(time.Now())
 	if err := r.syncEncoders(); err != nil {
 		return err
 	}

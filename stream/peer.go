@@ -10,6 +10,7 @@ import (
 
 	"github.com/pion/ice/v4"
 	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/logging"
 	"github.com/pion/rtcp"
 	"github.com/pion/webrtc/v4"
@@ -24,6 +25,11 @@ func (s *Server) buildAPI() error {
 		return err
 	}
 	reg := &interceptor.Registry{}
+	if !s.cfg.FixedBitrate {
+		if err := s.registerCC(m, reg); err != nil {
+			return fmt.Errorf("stream: congestion control: %w", err)
+		}
+	}
 	if err := webrtc.ConfigureNack(m, reg); err != nil {
 		return fmt.Errorf("stream: NACK: %w", err)
 	}
@@ -75,6 +81,8 @@ func (s *Server) buildAPI() error {
 type videoOut struct {
 	codec *sendCodec
 	track *webrtc.TrackLocalStaticRTP
+	bwe   cc.BandwidthEstimator // nil without congestion control
+	link  *linkStats
 }
 
 // onOffer answers the browser's offer: one peer connection per websocket.
@@ -91,7 +99,7 @@ func (v *viewer) onOffer(m clientMsg) {
 		v.sendError(CodeBadMessage, "this session already negotiated its peer connection: open a new websocket to start over")
 		return
 	}
-	pc, err := s.api.NewPeerConnection(webrtc.Configuration{ICEServers: s.iceServers})
+	pc, bwe, err := s.bwes.newPeer(s.api, webrtc.Configuration{ICEServers: s.iceServers})
 	if err != nil {
 		v.sendError(CodeInternal, "cannot create a peer connection: %v", err)
 		return
@@ -113,6 +121,7 @@ func (v *viewer) onOffer(m clientMsg) {
 		v.mu.Unlock()
 		return
 	}
+	out.bwe, out.link = bwe, v.link
 	v.pc, v.send = pc, out
 	ok = true
 	v.mu.Unlock()
@@ -244,13 +253,19 @@ func (v *viewer) onCandidate(m clientMsg) {
 // act on NACKs and receiver reports as it passes, and PLI/FIR ask for a
 // keyframe. It returns when the peer connection closes.
 func (v *viewer) readRTCP(sender *webrtc.RTPSender) {
+	var ssrc webrtc.SSRC
+	if enc := sender.GetParameters().Encodings; len(enc) > 0 {
+		ssrc = enc[0].SSRC
+	}
 	for {
 		pkts, _, err := sender.ReadRTCP()
 		if err != nil {
 			return
 		}
 		for _, p := range pkts {
-			switch p.(type) {
+			switch p := p.(type) {
+			case *rtcp.ReceiverReport:
+				v.link.receiverReport(p, ssrc)
 			case *rtcp.PictureLossIndication, *rtcp.FullIntraRequest:
 				v.mu.Lock()
 				sub := v.sub

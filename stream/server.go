@@ -66,6 +66,12 @@ type Stats struct {
 	BytesSent       uint64        `json:"bytes_sent"` // RTP payload bytes written, summed over viewers
 	PipelineStarts  uint64        `json:"pipeline_starts"`
 	KeyframeRequest uint64        `json:"keyframe_requests"`
+	// TargetKbps and TargetFPS are what congestion control aims the one
+	// encode at (the lowest viewer's rung); with FixedBitrate, the
+	// configured bitrate and rate.
+	TargetKbps  int    `json:"target_kbps"`
+	TargetFPS   int    `json:"target_fps"`
+	RateChanges uint64 `json:"rate_changes"` // times congestion control moved the target
 }
 
 // Server streams one display. Create it with New, mount SignalHandler, and
@@ -84,6 +90,7 @@ type Server struct {
 	helloICE   []iceServerMsg
 
 	video    *pipeline
+	bwes     estimators
 	xw       *xwatch
 	capt     *screen.Capturer
 	ownsCapt bool

@@ -57,6 +57,7 @@ type viewer struct {
 	video    bool             // connected and subscribed to the video
 	sub      *subscriber
 	send     videoOut // what the offer chose, set with pc
+	link     *linkStats
 }
 
 func (v *viewer) info() ViewerInfo {
@@ -141,7 +142,7 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 	ws.SetReadLimit(maxSignalBytes)
 	v := &viewer{
 		s: s, role: role, viewOnly: viewOnly, since: time.Now(), remote: r.RemoteAddr,
-		ws: ws, out: make(chan []byte, signalQueue), done: make(chan struct{}),
+		ws: ws, out: make(chan []byte, signalQueue), done: make(chan struct{}), link: &linkStats{},
 	}
 	v.ctx, v.cancel = context.WithCancel(s.ctx)
 
@@ -365,10 +366,12 @@ func (v *viewer) handle(data []byte) {
 		v.onControl(m)
 	case "ping":
 		v.sendJSON(pongMsg{Type: "pong", T: m.T})
+	case "stats":
+		v.onStats()
 	case "":
-		v.sendError(CodeBadMessage, "signalling message has no \"type\": use offer, candidate, control or ping")
+		v.sendError(CodeBadMessage, "signalling message has no \"type\": use offer, candidate, control, ping or stats")
 	default:
-		v.sendError(CodeBadMessage, "unknown signalling message type %q: use offer, candidate, control or ping", truncate(m.Type, 40))
+		v.sendError(CodeBadMessage, "unknown signalling message type %q: use offer, candidate, control, ping or stats", truncate(m.Type, 40))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
@@ -40,6 +41,8 @@ type subscriber struct {
 	codec   string // the Name of the codec it is sent
 	pay     rtp.Payloader
 	track   *webrtc.TrackLocalStaticRTP
+	bwe     cc.BandwidthEstimator // nil without congestion control
+	link    *linkStats            // nil in tests that subscribe directly
 	q       chan *encFrame
 	needKey bool // guarded by pipeline.mu: drop until the next keyframe
 	quit    chan struct{}
@@ -52,6 +55,7 @@ type counters struct {
 	bytesEncoded, bytesSent, starts, keyRequests   atomic.Uint64
 	encodeNanos, lastEncodeNanos                   atomic.Int64
 	inputs, inputErrors                            atomic.Uint64
+	rateChanges                                    atomic.Uint64
 }
 
 // pipeline is the display's one capture and encode loop and its fan-out. It
@@ -68,6 +72,9 @@ type pipeline struct {
 	// codecGen changes whenever inUse does, so the loop knows when to open
 	// or close encoders without taking mu on every tick.
 	codecGen atomic.Uint64
+	// target is the rung congestion control set last; the next run of the
+	// loop starts from it.
+	target atomic.Pointer[rung]
 
 	mu      sync.Mutex
 	subs    map[*subscriber]struct{}
@@ -80,6 +87,7 @@ type pipeline struct {
 
 func newPipeline(s *Server) *pipeline {
 	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, inUse: map[string]int{}, kick: make(chan struct{}, 1)}
+	p.target.Store(&rung{kbps: s.cfg.BitrateKbps, fps: s.cfg.FPS})
 	p.refreshGeometry()
 	return p
 }
@@ -110,7 +118,7 @@ func (p *pipeline) sizes() (vw, vh, sw, sh int) {
 // one (and the loop an encoder for the first of its codec). The viewer gets
 // frames from the next keyframe on, which it asks for.
 func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
-	sub := &subscriber{id: id, codec: out.codec.Name, pay: out.codec.NewPayloader(), track: out.track,
+	sub := &subscriber{id: id, codec: out.codec.Name, pay: out.codec.NewPayloader(), track: out.track, bwe: out.bwe, link: out.link,
 		q: make(chan *encFrame, p.s.cfg.QueueFrames), needKey: true, quit: make(chan struct{}), done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -236,6 +244,9 @@ func (p *pipeline) stats() Stats {
 		BytesSent:       c.bytesSent.Load(),
 		PipelineStarts:  c.starts.Load(),
 		KeyframeRequest: c.keyRequests.Load(),
+		TargetKbps:      p.target.Load().kbps,
+		TargetFPS:       p.target.Load().fps,
+		RateChanges:     c.rateChanges.Load(),
 	}
 }
 
@@ -300,6 +311,9 @@ func (p *pipeline) send(sub *subscriber) {
 				continue
 			}
 			p.counters.bytesSent.Add(uint64(len(pl)))
+		}
+		if sub.link != nil {
+			sub.link.sent.add(time.Now(), len(f.data), f.key)
 		}
 	}
 }

@@ -81,7 +81,10 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	dur(&c.SettleMax, "settle-max", "the longest to wait for the screen to settle before taking the screenshot anyway")
 
 	num(&c.FPS, "fps", "video frames per second for viewers")
-	num(&c.BitrateKbps, "bitrate", "video bitrate in kbit/s")
+	num(&c.BitrateKbps, "bitrate", "video bitrate in kbit/s: where congestion control starts and, unless --bitrate-max is higher, its ceiling; with --fixed-bitrate, the bitrate")
+	num(&c.MinBitrateKbps, "bitrate-min", "the lowest video bitrate congestion control goes down to, kbit/s (0: 300, or --bitrate if lower)")
+	num(&c.MaxBitrateKbps, "bitrate-max", "the highest video bitrate congestion control goes up to, kbit/s (0: --bitrate)")
+	fs.BoolVar(&c.FixedBitrate, "fixed-bitrate", c.FixedBitrate, "send --bitrate at --fps whatever the viewers' links do (no congestion control)"+envNote("fixed-bitrate"))
 	str(&c.Preset, "preset", "x264 preset: ultrafast or superfast")
 	str(&c.ICEServers, "ice-servers", "STUN/TURN URLs for WebRTC, comma-separated (none needed on localhost)")
 	str(&c.NAT1To1, "nat-1to1", "public IP addresses to announce for WebRTC when behind 1:1 NAT, comma-separated")

@@ -1,0 +1,191 @@
+package stream
+
+import (
+	"sync"
+	"time"
+
+	"github.com/pion/interceptor"
+	"github.com/pion/interceptor/pkg/cc"
+	"github.com/pion/interceptor/pkg/gcc"
+	"github.com/pion/webrtc/v4"
+)
+
+// Congestion control: every viewer's peer connection runs pion's GCC
+// (send-side bandwidth estimation from the browser's transport-wide
+// feedback). One encoder serves all viewers of a codec, so the loop
+// follows the lowest estimate among them (docs/STREAM.md says why).
+
+// adaptEvery is how often the loop reads the estimates. GCC updates its
+// estimate about every feedback interval (~100 ms in Chromium); reading
+// faster would only reconfigure the encoder for noise.
+const adaptEvery = 250 * time.Millisecond
+
+// estimateHeadroom is the share of the estimate the encoder is given: RTP,
+// SRTP and UDP headers, RTCP, and NACK retransmissions ride on top of the
+// encoder's bits, about a tenth on a link with a little loss.
+const estimateHeadroom = 0.9
+
+// fpsStep is one rung of the frame-rate ladder: below kbps the loop sends
+// at most fpsDiv-th of Config.FPS. Fewer frames give each frame more bits,
+// so text stays readable on a thin link instead of turning to mush at full
+// rate. Steps back up need upHysteresis more than the threshold, so a link
+// at the threshold does not flap between rates.
+type fpsStep struct {
+	kbps   int
+	fpsDiv int
+}
+
+// fpsLadder is ordered from the thinnest link up. The thresholds are where
+// a 1280x800 desktop at 30 fps in x264 superfast stops being legible
+// (roughly 1 Mbit/s) and where even 15 fps is mostly blocks (400 kbit/s).
+var fpsLadder = [...]fpsStep{{kbps: 400, fpsDiv: 4}, {kbps: 1000, fpsDiv: 2}}
+
+// upHysteresis is how far above a step's threshold the target must be
+// before the rate steps back up.
+const upHysteresis = 1.25
+
+// rung is what the encoder is set to: the bitrate the viewers should get
+// and the frame rate the loop sends at.
+type rung struct {
+	kbps int // the wire bitrate aimed at
+	fps  int
+}
+
+// rateLimits are the bounds the ladder works in.
+type rateLimits struct {
+	minKbps, maxKbps, fps int
+}
+
+// next is the rung for an estimate of estBps bit/s, given the one in use
+// (prev; zero for none). The bitrate is clamped between the floor and the
+// ceiling; the frame rate steps down below a threshold and back up with
+// hysteresis.
+func (l rateLimits) next(prev rung, estBps int) rung {
+	kbps := int(float64(estBps) * estimateHeadroom / 1000)
+	kbps = max(l.minKbps, min(l.maxKbps, kbps))
+	prevDiv := 1
+	if prev.fps > 0 && prev.fps < l.fps {
+		prevDiv = l.fps / prev.fps
+	}
+	div := 1
+	for _, st := range fpsLadder {
+		limit := float64(st.kbps)
+		if prevDiv >= st.fpsDiv {
+			limit *= upHysteresis // on this step already: leave it only when clearly above
+		}
+		if float64(kbps) < limit {
+			div = st.fpsDiv
+			break
+		}
+	}
+	return rung{kbps: kbps, fps: max(1, l.fps/div)}
+}
+
+// encoderKbps is the bitrate to give an encoder opened at nominalFPS so that
+// at r.fps it spends r.kbps: x264 and libvpx both budget each frame as
+// 1/nominal of a second (constant-rate input), so sending half the frames
+// would halve the bitrate.
+func (r rung) encoderKbps(nominalFPS int) int {
+	if r.fps <= 0 || r.fps >= nominalFPS {
+		return r.kbps
+	}
+	return r.kbps * nominalFPS / r.fps
+}
+
+// estimators hands each new peer connection's bandwidth estimator to the
+// viewer whose NewPeerConnection made it: pion builds a connection's
+// interceptors inside NewPeerConnection and names them by an id it does not
+// expose, so the server makes connections one at a time and takes the
+// estimator the factory reported during the call.
+type estimators struct {
+	mu   sync.Mutex // held across NewPeerConnection
+	last cc.BandwidthEstimator
+}
+
+// newPeer makes a peer connection with api and returns the estimator made
+// for it (nil when congestion control is off).
+func (e *estimators) newPeer(api *webrtc.API, conf webrtc.Configuration) (*webrtc.PeerConnection, cc.BandwidthEstimator, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.last = nil
+	pc, err := api.NewPeerConnection(conf)
+	bwe := e.last
+	e.last = nil
+	return pc, bwe, err
+}
+
+// registerCC adds GCC and the transport-wide sequence numbers to reg. It
+// must come before NACK's responder in the registry: interceptors added
+// first sit nearest the network, so retransmissions get sequence numbers
+// and count in the estimate too.
+func (s *Server) registerCC(m *webrtc.MediaEngine, reg *interceptor.Registry) error {
+	startBps, minBps, maxBps := s.cfg.BitrateKbps*1000, s.cfg.MinBitrateKbps*1000, s.cfg.MaxBitrateKbps*1000
+	f, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
+		// No pacer: the encoder's VBV already spreads a big frame over
+		// about 1.5 frame times, and the leaky-bucket pacer's queue has no
+		// bound, so behind a thin link it would add seconds of delay that
+		// the per-viewer frame queue exists to avoid.
+		return gcc.NewSendSideBWE(gcc.SendSideBWEInitialBitrate(startBps), gcc.SendSideBWEMinBitrate(minBps),
+			gcc.SendSideBWEMaxBitrate(maxBps), gcc.SendSideBWEPacer(gcc.NewNoOpPacer()),
+			gcc.WithLoggerFactory(pionLogs{s.log}))
+	})
+	if err != nil {
+		return err
+	}
+	f.OnNewPeerConnection(func(_ string, bwe cc.BandwidthEstimator) { s.bwes.last = bwe })
+	reg.Add(f)
+	return webrtc.ConfigureTWCCHeaderExtensionSender(m, reg)
+}
+
+// adapt moves the encoders to the rung for the lowest estimate among the
+// viewers, at most every adaptEvery. With FixedBitrate, or before any
+// estimate, nothing changes.
+func (r *videoRun) adapt(now time.Time) {
+	if r.p.s.cfg.FixedBitrate || now.Sub(r.lastAdapt) < adaptEvery {
+		return
+	}
+	r.lastAdapt = now
+	est, ok := r.p.lowestEstimate()
+	if !ok {
+		return
+	}
+	cfg := r.p.s.cfg
+	next := rateLimits{minKbps: cfg.MinBitrateKbps, maxKbps: cfg.MaxBitrateKbps, fps: cfg.FPS}.next(r.rung, est)
+	if next == r.rung {
+		return
+	}
+	for _, e := range r.encs {
+		if err := e.enc.SetBitrate(next.encoderKbps(cfg.FPS)); err != nil {
+			// The old bitrate stays; the next adaptation tries again.
+			r.p.s.log.Warn("video bitrate not changed", "codec", e.codec, "kbps", next.kbps, "err", err)
+		}
+	}
+	if next.fps != r.rung.fps {
+		r.p.s.log.Debug("video frame rate changed", "from", r.rung.fps, "to", next.fps, "kbps", next.kbps)
+		r.interval = time.Second / time.Duration(next.fps)
+		r.minGap = r.interval * 9 / 10
+		if r.fast {
+			r.tick.Reset(r.interval)
+		}
+	}
+	r.rung = next
+	r.p.target.Store(&next)
+	r.p.counters.rateChanges.Add(1)
+}
+
+// lowestEstimate is the least GCC estimate (bit/s) among the viewers
+// subscribed to the video; false when none has an estimator.
+func (p *pipeline) lowestEstimate() (int, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	low, ok := 0, false
+	for sub := range p.subs {
+		if sub.bwe == nil {
+			continue
+		}
+		if b := sub.bwe.GetTargetBitrate(); !ok || b < low {
+			low, ok = b, true
+		}
+	}
+	return low, ok
+}
