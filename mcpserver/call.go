@@ -214,12 +214,14 @@ func (s *Server) observe(ctx context.Context, out hci.Result) (mcp.Content, erro
 	} else {
 		if out.Settle {
 			// A screen still changing at the cap is photographed anyway: the
-			// model sees it is busy and can wait.
-			if _, _, err := s.capt.Settle(ctx, s.cfg.Settle); err != nil {
+			// model sees it is busy and can wait. The shot is of the frame
+			// the settle ended on, not a second capture.
+			if shot, _, _, err = s.shooter.SettleShot(ctx, s.cfg.Settle); err != nil {
 				return nil, fmt.Errorf("waiting for the screen to settle: %w", err)
 			}
+		} else {
+			shot, err = s.shooter.Shot(ctx)
 		}
-		shot, err = s.shooter.Shot(ctx)
 	}
 	if err != nil {
 		return nil, err
