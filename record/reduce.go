@@ -183,6 +183,11 @@ func (r *Reducer) Add(ev Event) []Step {
 	case ev.Kind == KindPause || ev.Kind == KindResume:
 		r.closeOpen()
 		r.haveLast = false
+		// A pause drops key releases, so a modifier held into it (the
+		// page's privacy key is Ctrl+Alt+P) would stay held for ever and
+		// turn what is typed after it into chords. Its release, if it
+		// comes after, matches nothing and makes no step.
+		r.mods = nil
 	case ev.Kind == hci.KindAction && ev.Action != nil:
 		r.tick(ev.T)
 		r.closeOpen()

@@ -389,6 +389,22 @@ func TestReduce(t *testing.T) {
 			table: typing(0, 0.05, "ab") + "0.2 pause\n10.0 resume\n" + typing(10.1, 0.05, "c"),
 			want:  []string{`{"action":"type","text":"ab"}`, `{"action":"type","text":"c"}`},
 		},
+		{
+			// The page's privacy key, Ctrl+Alt+P: the modifiers go down on
+			// the desktop, P never does, and their releases fall in the
+			// pause. Nothing of it is a step, and what is typed after the
+			// pause is typing, not ctrl+alt chords.
+			name: "modifiers held into a pause are let go by it",
+			table: `
+0.00 kd Control_L
+0.05 kd Alt_L
+0.10 pause
+3.00 resume
+3.10 ku Control_L
+3.12 ku Alt_L
+` + typing(3.5, 0.05, "ls"),
+			want: []string{`{"action":"type","text":"ls"}`},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
