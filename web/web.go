@@ -22,9 +22,11 @@ import (
 var static embed.FS
 
 // contentSecurityPolicy allows only the page's own scripts and styles, and
-// websockets back to the same host for signalling.
+// websockets back to the same host for signalling. Images may be blob: URLs:
+// the review page (review.html) fetches observations with the token in a
+// header and shows them from memory, so no token is ever in an image URL.
 const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; " +
-	"img-src 'self' data:; media-src 'self' blob: mediastream:; connect-src 'self' ws: wss:; " +
+	"img-src 'self' data: blob:; media-src 'self' blob: mediastream:; connect-src 'self' ws: wss:; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'"
 
 type asset struct {
@@ -57,7 +59,8 @@ func whoami(w http.ResponseWriter, r *http.Request) {
 	auth.WriteJSON(w, http.StatusOK, map[string]string{"role": string(auth.RoleFrom(r.Context())), "who": auth.WhoFrom(r.Context())})
 }
 
-// Handler serves the browser client: the page at "/" and its files beside it.
+// Handler serves the browser client: the page at "/" (and review.html, the
+// review page) and their files beside them.
 // Everything else is 404. Mount it at "/" (or under a prefix with
 // http.StripPrefix).
 func Handler() http.Handler {

@@ -34,6 +34,8 @@ func TestHandlerServes(t *testing.T) {
 		{"GET", "/session.js", 200, "javascript", "stream/signal"},
 		{"GET", "/keys.js", 200, "javascript", "export function keysymFor"},
 		{"GET", "/style.css", 200, "text/css", "object-fit: contain"},
+		{"GET", "/review.html", 200, "text/html", `src="review.js"`},
+		{"GET", "/review.js", 200, "javascript", "api/recording/episodes"},
 		{"HEAD", "/app.js", 200, "javascript", ""},
 		{"GET", "/nope.js", 404, "", ""},
 		{"GET", "/static/app.js", 404, "", ""},

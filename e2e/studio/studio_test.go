@@ -132,6 +132,7 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 	})
 	waitFor(ctx, t, drv, "a", `Number(document.getElementById('run-steps').textContent) >= 3`, "the step counter never reached 3")
 	do(ctx, t, drv, "screenshot", map[string]any{"page": "a", "path": filepath.Join(shots, "studio-panel.png")}, nil)
+	privacyKey(ctx, t, drv, base)
 
 	// Finish, from the keyboard.
 	do(ctx, t, drv, "focus", map[string]any{"page": "a", "selector": "#run-finish"}, nil)
@@ -236,6 +237,203 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 	if strings.Contains(console.String(), "[a error]") || strings.Contains(console.String(), "[a pageerror]") {
 		t.Errorf("the annotator's page logged console errors:\n%s", console.String())
 	}
+
+	reviewEpisode(ctx, t, drv, &console, reviewCase{bin: bin, episodes: episodes, shots: shots, ep: ep, cx: cx, cy: cy})
+}
+
+// privacyKey: Ctrl+Alt+P on the desktop pauses the recording (the marker
+// says so, the recorder agrees) and again resumes it; the page sends the
+// desktop no P (the steps checked after Finish would hold a ctrl+alt+p, or
+// a stray ctrl or alt, if it had); the Pause button's title names the key.
+func privacyKey(ctx context.Context, t *testing.T, drv *browser.Driver, base string) {
+	t.Helper()
+	var title string
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `document.getElementById('rec-pause').title`}, &title)
+	if !strings.Contains(title, "Ctrl+Alt+P") {
+		t.Errorf("the Pause button's title %q does not name the privacy key", title)
+	}
+	// Every input message the page sends, to look for a P.
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `(() => { const s = deskenv.session, send = s.sendInput.bind(s);
+		window.__sent = []; s.sendInput = (m) => { window.__sent.push(m); return send(m); }; return true; })()`}, nil)
+	do(ctx, t, drv, "focus", map[string]any{"page": "a", "selector": "#stage"}, nil)
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `(() => { window.__keys = []; addEventListener('keydown', (e) => window.__keys.push([e.code, e.ctrlKey, e.altKey, e.repeat, document.activeElement.id]), true); return true; })()`}, nil)
+	for _, want := range []bool{true, false} {
+		do(ctx, t, drv, "press", map[string]any{"page": "a", "key": "Control+Alt+KeyP"}, nil)
+		marker := "REC"
+		if want {
+			marker = "REC paused"
+		}
+		if err := drv.Do(ctx, "waitFor", map[string]any{"page": "a", "timeoutMs": 20000, "pollMs": 50,
+			"expr": fmt.Sprintf(`document.getElementById('rec').textContent === %q && !document.getElementById('rec').hidden`, marker)}, nil); err != nil {
+			var said string
+			do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `document.getElementById('toast').textContent + ' keys=' + JSON.stringify(window.__keys)`}, &said)
+			var st map[string]any
+			getJSON(t, base+"/api/recording", annotatorA, &st)
+			t.Logf("recorder: %v", st)
+			t.Fatalf("the marker never read %s after Ctrl+Alt+P (the page said %q): %v", marker, said, err)
+		}
+		var st struct{ Paused bool }
+		if code := getJSON(t, base+"/api/recording", annotatorA, &st); code != 200 || st.Paused != want {
+			t.Fatalf("after Ctrl+Alt+P the recorder says paused=%v (%d), want %v", st.Paused, code, want)
+		}
+	}
+	var sent []struct {
+		T string `json:"t"`
+		K int    `json:"k"`
+	}
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `window.__sent`}, &sent)
+	var downs []int
+	for _, m := range sent {
+		if m.T == "kd" {
+			downs = append(downs, m.K)
+		}
+		if m.T == "kd" && (m.K == 'p' || m.K == 'P') {
+			t.Errorf("the page sent the desktop a P key down (%#x) for the privacy key: %+v", m.K, sent)
+		}
+	}
+	t.Logf("the privacy key sent the desktop key downs %#x and nothing else", downs)
+}
+
+type reviewCase struct {
+	bin, episodes, shots string
+	ep                   record.EpisodeSummary
+	cx, cy               int
+}
+
+// reviewEpisode: the review page, opened from the desktop page's link,
+// lists the annotator's episode with its task, source, who, reward and
+// review status; the filters hide it and bring it back; opened, it shows the
+// three steps with both observations loaded and the click's marker where
+// the click was; Accept with a note stores the review, and deskenv export
+// --review accepted then includes the episode while --review rejected
+// leaves it out.
+func reviewEpisode(ctx context.Context, t *testing.T, drv *browser.Driver, console *syncBuffer, rc reviewCase) {
+	t.Helper()
+	var href string
+	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `(() => { const l = document.getElementById('review-link'); return l.hidden ? '' : l.href; })()`}, &href)
+	if !strings.Contains(href, "review.html?token="+annotatorA) {
+		t.Fatalf("the desktop page's review link is %q, want review.html with the link's token", href)
+	}
+	do(ctx, t, drv, "open", map[string]any{"page": "r", "url": href, "initScript": errorTrap}, nil)
+	waitFor(ctx, t, drv, "r", `document.querySelectorAll('#episode-rows tr').length === 1`, "the review page never listed the episode")
+	var row []string
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `[...document.querySelectorAll('#episode-rows tr td')].map((td) => td.textContent)`}, &row)
+	who := "annotator:" + auth.TokenID(annotatorA)
+	if len(row) != 7 || row[0] != "hello-file"+rc.ep.ID || row[1] != "human" || row[2] != who || row[4] != "3" || row[5] != "1" || row[6] != "unreviewed" {
+		t.Errorf("the review list's row reads %q, want hello-file (%s), human, %s, 3 steps, reward 1, unreviewed", row, rc.ep.ID, who)
+	}
+	filter := func(id, value string) int {
+		var n int
+		do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": fmt.Sprintf(`(() => { const s = document.getElementById(%q); s.value = %q;
+			s.dispatchEvent(new Event('change')); return document.querySelectorAll('#episode-rows tr').length; })()`, id, value)}, &n)
+		return n
+	}
+	for _, f := range []struct {
+		id, value string
+		rows      int
+	}{{"f-status", "accepted", 0}, {"f-status", "unreviewed", 1}, {"f-source", "agent", 0}, {"f-source", "human", 1}, {"f-task", "hello-file", 1}} {
+		if n := filter(f.id, f.value); n != f.rows {
+			t.Errorf("filter %s=%s shows %d episodes, want %d", f.id, f.value, n, f.rows)
+		}
+	}
+
+	// Open it from the keyboard.
+	do(ctx, t, drv, "focus", map[string]any{"page": "r", "selector": "#episode-rows button"}, nil)
+	do(ctx, t, drv, "press", map[string]any{"page": "r", "key": "Enter"}, nil)
+	waitFor(ctx, t, drv, "r", `document.querySelectorAll('#steps .step').length === 3 &&
+		[...document.querySelectorAll('#steps img')].length === 6 &&
+		[...document.querySelectorAll('#steps img')].every((i) => i.complete && i.naturalWidth > 0)`,
+		"the episode's three steps never showed with their six observations loaded")
+	var view struct {
+		Actions []string
+		Typed   string
+		Mark    struct{ DataX, DataY, X, Y, NW float64 }
+	}
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `(() => {
+		const first = document.querySelector('#step-0 .before');
+		const img = first.querySelector('img'), c = first.querySelector('circle.mark');
+		const ir = img.getBoundingClientRect(), cr = c.getBoundingClientRect();
+		const k = img.naturalWidth / ir.width;
+		return {
+			actions: [...document.querySelectorAll('#steps .action')].map((p) => p.textContent),
+			typed: document.querySelector('#step-1 .typed q').textContent,
+			mark: { dataX: Number(c.dataset.x), dataY: Number(c.dataset.y), nw: img.naturalWidth,
+				x: (cr.left + cr.width / 2 - ir.left) * k, y: (cr.top + cr.height / 2 - ir.top) * k },
+		};
+	})()`}, &view)
+	want := []string{
+		fmt.Sprintf(`{"action":"left_click","coordinate":[%d,%d]}`, rc.cx, rc.cy),
+		`{"action":"type","text":"echo hello world > ~/hello.txt"}`,
+		`{"action":"key","text":"Return"}`,
+	}
+	if !reflect.DeepEqual(view.Actions, want) || view.Typed != "echo hello world > ~/hello.txt" {
+		t.Errorf("the step view shows actions %q and typed %q, want %q", view.Actions, view.Typed, want)
+	}
+	// Drawn where the click was, on the observation's own pixels (the
+	// marker's centre is the pixel's centre; a CSS pixel is about two of
+	// the observation's at this size).
+	m := view.Mark
+	if int(m.DataX) != rc.cx || int(m.DataY) != rc.cy || abs(m.X-float64(rc.cx)-0.5) > 2.5 || abs(m.Y-float64(rc.cy)-0.5) > 2.5 {
+		t.Errorf("the click marker is at (%.1f, %.1f) of the observation (data %v,%v), want the click (%d, %d)", m.X, m.Y, m.DataX, m.DataY, rc.cx, rc.cy)
+	}
+	t.Logf("click marker drawn at (%.1f, %.1f) on a %v px wide observation, the click was (%d, %d)", m.X, m.Y, m.NW, rc.cx, rc.cy)
+
+	// Accept with a note, from the keyboard.
+	const note = "clean run <ok>"
+	do(ctx, t, drv, "focus", map[string]any{"page": "r", "selector": "#rv-note"}, nil)
+	do(ctx, t, drv, "type", map[string]any{"page": "r", "text": note}, nil)
+	do(ctx, t, drv, "focus", map[string]any{"page": "r", "selector": "#rv-accept"}, nil)
+	do(ctx, t, drv, "press", map[string]any{"page": "r", "key": "Enter"}, nil)
+	waitFor(ctx, t, drv, "r", `document.getElementById('rv-status').textContent === 'accepted'`, "Accept did not mark the episode accepted")
+	do(ctx, t, drv, "screenshot", map[string]any{"page": "r", "path": filepath.Join(rc.shots, "studio-review.png")}, nil)
+	rev, err := record.ReadReview(filepath.Join(rc.episodes, rc.ep.Dir))
+	if err != nil || rev.Status != record.ReviewAccepted || rev.Note != note || rev.By != who {
+		t.Errorf("review.json after Accept: %+v %v, want accepted, %q, by %s", rev, err, note, who)
+	}
+
+	// The exports filter on it.
+	for _, c := range []struct {
+		review string
+		rows   int
+	}{{"accepted", 3}, {"rejected", 0}} {
+		out := filepath.Join(t.TempDir(), "steps.jsonl")
+		cmd := exec.CommandContext(ctx, rc.bin, "export", "--format", "jsonl", "--review", c.review, "--out", out, rc.episodes)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("deskenv export --review %s: %v\n%s", c.review, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var r struct {
+				EpisodeID string `json:"episode_id"`
+			}
+			if line != "" && json.Unmarshal([]byte(line), &r) == nil {
+				ids = append(ids, r.EpisodeID)
+			}
+		}
+		if len(ids) != c.rows || (c.rows > 0 && ids[0] != rc.ep.ID) {
+			t.Errorf("deskenv export --review %s wrote rows of %q, want %d rows of %s", c.review, ids, c.rows, rc.ep.ID)
+		}
+	}
+
+	var errs []string
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `window.__errors`}, &errs)
+	if len(errs) > 0 {
+		t.Errorf("the review page logged errors: %q", errs)
+	}
+	if strings.Contains(console.String(), "[r error]") || strings.Contains(console.String(), "[r pageerror]") {
+		t.Errorf("the review page logged console errors:\n%s", console.String())
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 // TestViewerSeesNoPanel: a viewer's page has no task panel (the task list

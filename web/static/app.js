@@ -13,6 +13,7 @@ const el = {
   clipBtn: $('clip-btn'), fsBtn: $('fs-btn'), viewersPanel: $('viewers-panel'), viewers: $('viewers'),
   policy: $('policy'), revoke: $('revoke'), clipPanel: $('clip-panel'), clipFrom: $('clip-from'),
   clipTo: $('clip-to'), clipCopy: $('clip-copy'), clipSend: $('clip-send'), toast: $('toast'),
+  recPause: $('rec-pause'), reviewLink: $('review-link'),
 };
 
 const log = (msg) => console.debug(`[deskenv] ${msg}`);
@@ -309,6 +310,62 @@ const recordingFromStream = () => recording.fromStream(session.control && sessio
 session.addEventListener('control', recordingFromStream);
 session.addEventListener('hello', recordingFromStream);
 
+// The privacy pause is one key, Ctrl+Alt+P (by position, so any layout),
+// which the desktop never gets: it is caught on the window before the
+// stage's input capture sees it. Ctrl and Alt already went down on the
+// desktop; they are let go there only once the recorder has paused (or
+// resumed), so their releases fall inside the pause and the recording gets
+// no stray "ctrl" or "alt" step (the reducer forgets modifiers held into a
+// pause).
+function isPrivacyKey(e) {
+  return e.code === 'KeyP' && e.ctrlKey && e.altKey && !e.shiftKey && !e.metaKey;
+}
+let privacyPending = false;
+// inputDelivered resolves once the input channel has sent what it holds,
+// and a little after, for the desktop to have it (at most about a second).
+async function inputDelivered() {
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  for (let i = 0; i < 50 && (session.dc?.bufferedAmount ?? 0) > 0; i++) await sleep(20);
+  await sleep(150);
+}
+window.addEventListener('keydown', async (e) => {
+  if (!isPrivacyKey(e)) return;
+  e.preventDefault();
+  e.stopImmediatePropagation();
+  if (e.repeat || privacyPending) return;
+  if (!recording.status || el.recPause.hidden) {
+    input.releaseAll();
+    toast(recording.status ? 'Ctrl+Alt+P pauses a recording: nothing is being recorded' : 'Ctrl+Alt+P pauses a recording: this link may not record');
+    return;
+  }
+  const wasPaused = recording.paused;
+  privacyPending = true;
+  let ok;
+  if (wasPaused) {
+    // Let go of the modifiers while still paused, and give the input
+    // channel time to deliver that before the recorder listens again: the
+    // resume goes over HTTP, which can overtake the data channel, and the
+    // Ctrl and Alt that went down for this key would be recorded as steps.
+    input.releaseAll();
+    await inputDelivered();
+    ok = await recording.togglePause();
+  } else {
+    ok = await recording.togglePause();
+    input.releaseAll();
+  }
+  privacyPending = false;
+  if (ok) toast(wasPaused ? 'recording resumed' : 'privacy pause: nothing is recorded until Ctrl+Alt+P again');
+}, { capture: true });
+window.addEventListener('keyup', (e) => {
+  // P never went down on the desktop; the modifiers' releases wait for the
+  // pause (releaseAll above sends them).
+  const mod = ['ControlLeft', 'ControlRight', 'AltLeft', 'AltRight'].includes(e.code);
+  if (e.code === 'KeyP' && e.ctrlKey && e.altKey || (privacyPending && mod)) {
+    e.preventDefault();
+    e.stopImmediatePropagation();
+  }
+}, { capture: true });
+
 // The task panel, for links that may list tasks (annotators, operators).
 const studio = new Studio({
   el: {
@@ -352,5 +409,11 @@ whoami().then(({ role, who }) => {
   if (role === null || ['annotator', 'operator', 'local'].includes(role)) {
     recording.start();
     studio.load(who);
+    // The review page, with this link's token (it goes in a header there).
+    const u = new URL('review.html', location.href);
+    const token = new URL(location.href).searchParams.get('token');
+    if (token) u.searchParams.set('token', token);
+    el.reviewLink.href = u.toString();
+    el.reviewLink.hidden = false;
   }
 });

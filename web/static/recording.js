@@ -77,13 +77,22 @@ export class Recording {
     this.poll();
   }
 
+  /** paused is the freshest word on the pause: the stream's push, else the last poll. */
+  get paused() {
+    return this.pushed !== null ? this.pushed === 'paused' : !!(this.status && this.status.paused);
+  }
+
+  /** togglePause pauses or resumes; it reports whether the recorder agreed. */
   async togglePause() {
+    let ok = true;
     try {
-      await this.call('POST', this.status && this.status.paused ? '/resume' : '/pause');
+      await this.call('POST', this.paused ? '/resume' : '/pause');
     } catch (err) {
       this.toast(`recording: ${err.message}`);
+      ok = false;
     }
     this.poll();
+    return ok;
   }
 
   start(periodMs = 2000) {
