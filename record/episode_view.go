@@ -17,8 +17,9 @@ import (
 //
 //	GET /api/recording/episodes/{id}               episode.json, the review and the steps
 //	GET /api/recording/episodes/{id}/shots/{file}  one observation (shots/NNNNNN.png)
+//	GET /api/recording/episodes/{id}/video/{file}  one video segment (video/NNNNNN.h264)
 //
-// The observation route hands out files from the appliance's disk, so it is
+// The observation and video routes hand out files from the appliance's disk, so it is
 // written for the attacker: the name must look like a name the recorder
 // writes (digits and .png), nothing else in the episode directory is
 // reachable through it, and neither the episode's directory, its shots
@@ -34,6 +35,10 @@ type EpisodeDetail struct {
 	// paths relative to the episode (shots/000003.png), which are also
 	// relative to this route's URL: GET .../{id}/shots/000003.png.
 	Steps []Step `json:"steps"`
+	// Frames is frames.jsonl: where each video frame is in its segment
+	// (video/NNNNNN.h264, relative to this route's URL too) and when it
+	// was captured, so a page can decode from a keyframe to a step's time.
+	Frames []Frame `json:"frames,omitempty"`
 	// Torn counts an unfinished last line of steps.jsonl that was left out
 	// (a recorder that died mid-write).
 	Torn int `json:"torn,omitempty"`
@@ -55,6 +60,10 @@ func (r *Recorder) Detail(id string) (*EpisodeDetail, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read episode %s's steps: %w", wire.Quote(id), err)
 	}
+	frames, ftorn, err := readLines[Frame](filepath.Join(dir, FramesFile))
+	if err != nil {
+		return nil, fmt.Errorf("read episode %s's video index: %w", wire.Quote(id), err)
+	}
 	rev, err := ReadReview(dir)
 	if err != nil {
 		rev = Review{Status: ReviewUnreviewed, Note: "the review file cannot be read: " + err.Error()}
@@ -62,7 +71,7 @@ func (r *Recorder) Detail(id string) (*EpisodeDetail, error) {
 	if steps == nil {
 		steps = []Step{}
 	}
-	return &EpisodeDetail{Episode: head.Meta, Review: rev, Steps: steps, Torn: torn}, nil
+	return &EpisodeDetail{Episode: head.Meta, Review: rev, Steps: steps, Frames: frames, Torn: torn + ftorn}, nil
 }
 
 func (r *Recorder) apiEpisode(w http.ResponseWriter, req *http.Request) {
@@ -82,43 +91,53 @@ func (r *Recorder) apiEpisode(w http.ResponseWriter, req *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// shotName is the only shape of name the observation route serves: what the
-// recorder writes (%06d.png; more digits after a million observations).
-var shotName = regexp.MustCompile(`^[0-9]{6,12}\.png$`)
+// episodeFile is a kind of file the review routes serve: the only shape of
+// name the recorder writes for it (%06d; more digits past a million), the
+// directory it is in, its type and the largest such file the recorder makes.
+type episodeFile struct {
+	sub   string
+	name  *regexp.Regexp
+	ctype string
+	max   int64
+	what  string
+}
 
-// maxShotBytes bounds an observation served: a 4K PNG is a few megabytes;
-// a file much larger in shots/ is not one the recorder wrote.
-const maxShotBytes = 64 << 20
+var (
+	// An observation: a 4K PNG is a few megabytes.
+	shotFile = episodeFile{ShotsDir, regexp.MustCompile(`^[0-9]{6,12}\.png$`), "image/png", 64 << 20, "observation"}
+	// A video segment: 30 s at a few Mbit/s is tens of megabytes.
+	videoFile = episodeFile{VideoDir, regexp.MustCompile(`^[0-9]{6,12}\.h264$`), "application/octet-stream", 512 << 20, "video segment"}
+)
 
-// errNotShot is a name or file the observation route will not serve.
-var errNotShot = errors.New("not an observation of this episode")
+// errNotServed is a name or file the review routes will not serve.
+var errNotServed = errors.New("not a file of this episode the review routes serve")
 
-// openShot opens the observation file of the episode in dir, refusing
-// anything but a regular file named like one, directly in a real (not
-// symlinked) shots directory of a real episode directory.
-func openShot(dir, file string) (*os.File, os.FileInfo, error) {
-	if !shotName.MatchString(file) {
-		return nil, nil, fmt.Errorf("%w: %s is not an observation's name (shots are named like 000003.png)", errNotShot, wire.Quote(file))
+// open opens the file of the episode in dir, refusing anything but a
+// regular file named like one, directly in a real (not symlinked)
+// directory of a real episode directory.
+func (k episodeFile) open(dir, file string) (*os.File, os.FileInfo, error) {
+	if !k.name.MatchString(file) {
+		return nil, nil, fmt.Errorf("%w: %s is not a %s's name", errNotServed, wire.Quote(file), k.what)
 	}
-	for _, p := range []string{dir, filepath.Join(dir, ShotsDir)} {
+	for _, p := range []string{dir, filepath.Join(dir, k.sub)} {
 		fi, err := os.Lstat(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %s: %w", errNotShot, file, err)
+			return nil, nil, fmt.Errorf("%w: %s: %w", errNotServed, file, err)
 		}
 		if !fi.IsDir() {
 			// A symlink here could point anywhere on the appliance's disk.
-			return nil, nil, fmt.Errorf("%w: %s is not in a real directory", errNotShot, wire.Quote(file))
+			return nil, nil, fmt.Errorf("%w: %s is not in a real directory", errNotServed, wire.Quote(file))
 		}
 	}
-	// O_NOFOLLOW: a symlink planted in shots/ fails to open rather than
-	// being followed; O_NONBLOCK: a FIFO planted there cannot hang us.
-	f, err := os.OpenFile(filepath.Join(dir, ShotsDir, file), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	// O_NOFOLLOW: a symlink planted there fails to open rather than being
+	// followed; O_NONBLOCK: a FIFO planted there cannot hang us.
+	f, err := os.OpenFile(filepath.Join(dir, k.sub, file), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %w", errNotShot, wire.Quote(file), err)
+		return nil, nil, fmt.Errorf("%w: %s: %w", errNotServed, wire.Quote(file), err)
 	}
 	fi, err := f.Stat()
-	if err == nil && (!fi.Mode().IsRegular() || fi.Size() > maxShotBytes) {
-		err = fmt.Errorf("%w: %s is not a regular file the recorder wrote", errNotShot, wire.Quote(file))
+	if err == nil && (!fi.Mode().IsRegular() || fi.Size() > k.max) {
+		err = fmt.Errorf("%w: %s is not a regular file the recorder wrote", errNotServed, wire.Quote(file))
 	}
 	if err != nil {
 		f.Close()
@@ -128,6 +147,14 @@ func openShot(dir, file string) (*os.File, os.FileInfo, error) {
 }
 
 func (r *Recorder) apiShot(w http.ResponseWriter, req *http.Request) {
+	r.serveFile(w, req, shotFile)
+}
+
+func (r *Recorder) apiVideo(w http.ResponseWriter, req *http.Request) {
+	r.serveFile(w, req, videoFile)
+}
+
+func (r *Recorder) serveFile(w http.ResponseWriter, req *http.Request, k episodeFile) {
 	id, file := req.PathValue("id"), req.PathValue("file")
 	if !r.mine(w, req, id) {
 		return
@@ -137,21 +164,22 @@ func (r *Recorder) apiShot(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	f, fi, err := openShot(dir, file)
+	f, fi, err := k.open(dir, file)
 	if err != nil {
 		// The reason goes to the log; the caller learns only that there is
-		// no such observation, not what is on the disk.
-		r.log.Info("observation refused", "episode", id, "file", wire.Prefix(file, 80), "err", err)
-		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %s has no observation %s", wire.Quote(id), wire.Quote(wire.Prefix(file, 80))))
+		// no such file, not what is on the disk.
+		r.log.Info("episode file refused", "episode", id, "file", wire.Prefix(file, 80), "err", err)
+		writeError(w, http.StatusNotFound, fmt.Sprintf("episode %s has no %s %s", wire.Quote(id), k.what, wire.Quote(wire.Prefix(file, 80))))
 		return
 	}
 	defer f.Close()
 	h := w.Header()
-	h.Set("Content-Type", "image/png")
+	h.Set("Content-Type", k.ctype)
 	h.Set("X-Content-Type-Options", "nosniff")
-	// An observation never changes once written (atomically), but it is
-	// behind a token: the browser may keep it, shared caches may not.
-	h.Set("Cache-Control", "private, max-age=3600")
+	// A finished file never changes (observations are written atomically;
+	// the open segment of a live episode still grows), and it is behind a
+	// token: the browser may keep it a little, shared caches never.
+	h.Set("Cache-Control", "private, max-age=60")
 	h.Set("Content-Length", fmt.Sprint(fi.Size()))
 	w.WriteHeader(http.StatusOK)
 	if req.Method != http.MethodHead {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,9 +19,10 @@ import (
 	"github.com/deskenv/deskenv/hci"
 )
 
-// TestEpisodeView: an annotator reads its own episode's steps and their
-// observations through the review routes, byte for byte as on disk; another
-// annotator is refused both (403), an operator reaches both; and every way
+// TestEpisodeView: an annotator reads its own episode's steps, their
+// observations and its video segments through the review routes, byte for
+// byte as on disk; another annotator is refused them (403), an operator
+// reaches them; and every way
 // an attacker could name another file (traversal, an absolute path, a NUL,
 // episode.json itself, a symlink or a FIFO planted in shots/, a symlinked
 // shots directory) gets 404 without the file's content.
@@ -39,7 +41,7 @@ func TestEpisodeView(t *testing.T) {
 	}
 	r := newRig(t, 320, 240, "")
 	dir := t.TempDir()
-	rec := r.recorder(t, dir, Options{FPS: -1})
+	rec := r.recorder(t, dir, Options{FPS: 10})
 	d := auth.NewDoor(a, auth.Limits{})
 	rec.Register(d)
 	srv := httptest.NewServer(d)
@@ -125,6 +127,21 @@ func TestEpisodeView(t *testing.T) {
 			t.Errorf("B's GET of A's %s: %d %.80q, want 403", f, code, b)
 		}
 	}
+	// The video: the index names segments, each served as written.
+	if len(det.Frames) == 0 || !det.Frames[0].Key {
+		t.Fatalf("A's episode has frames %+v, want an index starting with a keyframe", det.Frames)
+	}
+	seg := fmt.Sprintf("%s/%06d.h264", VideoDir, det.Frames[0].Segment)
+	want, err := os.ReadFile(filepath.Join(dir, "a1", seg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, got := call(annA, "GET", "/api/recording/episodes/a1/"+seg, ""); code != 200 || !bytes.Equal(got, want) {
+		t.Errorf("A's GET %s: %d, %d bytes; want 200 with the segment's %d bytes", seg, code, len(got), len(want))
+	}
+	if code, _, _ := call(annB, "GET", "/api/recording/episodes/a1/"+seg, ""); code != 403 {
+		t.Errorf("B's GET of A's %s: %d, want 403", seg, code)
+	}
 	if code, _, b := call(annB, "GET", "/api/recording/episodes/a1", ""); code != 403 || bytes.Contains(b, []byte("hi <there>")) {
 		t.Errorf("B reads A's episode: %d %s, want 403 and nothing of it", code, b)
 	}
@@ -151,6 +168,7 @@ func TestEpisodeView(t *testing.T) {
 	must(os.Symlink(secret, filepath.Join(sh, "999999.png")))
 	must(os.Symlink(filepath.Join(dir, "a1", MetaFile), filepath.Join(sh, "999998.png")))
 	must(syscall.Mkfifo(filepath.Join(sh, "999997.png"), 0o644))
+	must(os.Symlink(secret, filepath.Join(dir, "a1", VideoDir, "999999.h264")))
 	must(os.Mkdir(filepath.Join(sh, "999996.png"), 0o755))
 	// The operator's episode gets a shots/ that is a symlink to a directory
 	// holding a file with a good name.
@@ -178,6 +196,12 @@ func TestEpisodeView(t *testing.T) {
 		{"an episode that is not there", oper, "/api/recording/episodes/nope/shots/000000.png"},
 		{"an episode id that is a path", oper, "/api/recording/episodes/..%2Fa1/shots/000000.png"},
 		{"no observation of that number", annA, "/api/recording/episodes/a1/shots/123456.png"},
+		{"an observation in video/", annA, "/api/recording/episodes/a1/video/000000.png"},
+		{"a segment in shots/", annA, "/api/recording/episodes/a1/shots/000000.h264"},
+		{"traversal from video/", annA, "/api/recording/episodes/a1/video/..%2Fepisode.json"},
+		{"frames.jsonl from video/", annA, "/api/recording/episodes/a1/video/..%2Fframes.jsonl"},
+		{"a symlink in video/", annA, "/api/recording/episodes/a1/video/999999.h264"},
+		{"another directory", annA, "/api/recording/episodes/a1/input/000000.png"},
 	}
 	for _, at := range attacks {
 		code, h, b := call(at.tok, "GET", at.path, "")

@@ -47,9 +47,9 @@ func (r *Recorder) Handler() http.Handler {
 //	                             (operators only); {"give_up": true} ends it as a failure
 //	GET  /api/recording/episodes and GET/PUT /api/recording/episodes/{id}/review
 //	                             the recorded episodes and their reviews (episodes.go)
-//	GET  /api/recording/episodes/{id} and GET /api/recording/episodes/{id}/shots/{file}
-//	                             one episode's steps and its observations, for the
-//	                             review view (episode_view.go)
+//	GET  /api/recording/episodes/{id}, GET .../{id}/shots/{file}, GET .../{id}/video/{file}
+//	                             one episode's steps, observations and video segments,
+//	                             for the review view (episode_view.go)
 //	DELETE /api/recording/episodes/{id}
 //	                             discard: stop it if it is being recorded, delete its directory
 //
@@ -75,11 +75,12 @@ func (r *Recorder) mux() http.Handler {
 	mux.HandleFunc("GET /api/recording/episodes", r.apiEpisodes)
 	mux.HandleFunc("GET /api/recording/episodes/{id}", r.apiEpisode)
 	mux.HandleFunc("GET /api/recording/episodes/{id}/shots/{file}", r.apiShot)
+	mux.HandleFunc("GET /api/recording/episodes/{id}/video/{file}", r.apiVideo)
 	mux.HandleFunc("GET /api/recording/episodes/{id}/review", r.apiGetReview)
 	mux.HandleFunc("PUT /api/recording/episodes/{id}/review", r.apiSetReview)
 	mux.HandleFunc("DELETE /api/recording/episodes/{id}", r.apiDiscard)
 	mux.HandleFunc("/api/recording/", func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording, POST /api/recording/{start,pause,resume,stop}, GET /api/recording/episodes, GET /api/recording/episodes/{id}, GET /api/recording/episodes/{id}/shots/{file}, GET/PUT /api/recording/episodes/{id}/review or DELETE /api/recording/episodes/{id}", req.Method, wire.Prefix(req.URL.Path, 80)))
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: use GET /api/recording, POST /api/recording/{start,pause,resume,stop}, GET /api/recording/episodes, GET /api/recording/episodes/{id}, GET /api/recording/episodes/{id}/{shots,video}/{file}, GET/PUT /api/recording/episodes/{id}/review or DELETE /api/recording/episodes/{id}", req.Method, wire.Prefix(req.URL.Path, 80)))
 	})
 	return mux
 }
