@@ -283,47 +283,63 @@ func (w *damageWatch) check(ctx context.Context) (time.Time, error) {
 
 // settle waits until no damage has been reported for opt.Quiet, measured
 // from start or from the last damage, whichever is later, and at most until
-// start+opt.Max. It captures nothing. errNoDamage (or a broken connection)
-// tells the caller to sample the screen instead.
-func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOptions) (bool, time.Duration, error) {
+// start+opt.Max. It captures nothing itself. errNoDamage (or a broken
+// connection) tells the caller to sample the screen instead.
+//
+// ahead, when not nil, is called once the screen has been quiet for half
+// the quiet period (again after each new drawing), so the caller can
+// capture and encode while the rest of the period is waited out. last is
+// the time of the last drawing known when the settle ended: a capture begun
+// after it shows the settled screen.
+func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOptions, ahead func()) (settled bool, waited time.Duration, last time.Time, err error) {
 	if err := w.begin(); err != nil {
-		return false, 0, err
+		return false, 0, time.Time{}, err
 	}
 	defer w.end()
 	deadline := start.Add(opt.Max)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	last := w.lastDamage()
+	var aheadFor time.Time // the quiet spell ahead was last called in
+	last = w.lastDamage()
 	for {
-		due := start.Add(opt.Quiet)
+		from := start // the quiet spell began
 		if last.After(start) {
-			due = last.Add(opt.Quiet)
+			from = last
 		}
+		due, early := from.Add(opt.Quiet), from.Add(opt.Quiet/2)
 		now := time.Now()
 		if !now.Before(due) {
-			var err error
 			if last, err = w.check(ctx); err != nil {
-				return false, time.Since(start), err
+				return false, time.Since(start), last, err
 			}
 			if now = time.Now(); last.Add(opt.Quiet).After(now) && last.After(start) {
 				if !now.Before(deadline) {
-					return false, now.Sub(start), nil
+					return false, now.Sub(start), last, nil
 				}
 				continue // drawn since: wait a quiet period from then
 			}
-			return true, now.Sub(start), nil
+			return true, now.Sub(start), last, nil
 		}
 		if !now.Before(deadline) {
-			return false, now.Sub(start), nil
+			return false, now.Sub(start), last, nil
+		}
+		if ahead != nil && !aheadFor.Equal(from) && !now.Before(early) {
+			aheadFor = from
+			ahead()
+			last = w.lastDamage()
+			continue
 		}
 		wake := due
+		if ahead != nil && !aheadFor.Equal(from) {
+			wake = early
+		}
 		if deadline.Before(wake) {
 			wake = deadline
 		}
 		timer.Reset(wake.Sub(now))
 		select {
 		case <-ctx.Done():
-			return false, time.Since(start), ctx.Err()
+			return false, time.Since(start), last, ctx.Err()
 		case <-timer.C:
 		}
 		last = w.lastDamage()

@@ -48,33 +48,36 @@ func (o *SettleOptions) defaults() {
 // Without DAMAGE, or with opt.Poll, it captures the screen every
 // opt.Interval and compares hashes, as it always did.
 func (c *Capturer) Settle(ctx context.Context, opt SettleOptions) (settled bool, waited time.Duration, err error) {
-	return c.settle(ctx, opt, nil)
-}
-
-// settle is Settle that, when f is not nil, leaves in f the screen it
-// settled on: the last sample, or with damage one capture at the end.
-func (c *Capturer) settle(ctx context.Context, opt SettleOptions, f *Frame) (bool, time.Duration, error) {
 	opt.defaults()
 	start := time.Now()
-	if !opt.Poll {
-		if w := c.damage(); w != nil {
-			settled, waited, err := w.settle(ctx, start, opt)
-			switch {
-			case err == nil:
-				if f != nil {
-					if err := c.CaptureInto(ctx, f); err != nil {
-						return false, waited, err
-					}
-				}
-				return settled, waited, nil
-			case ctx.Err() != nil:
-				return false, waited, err
-			case !errors.Is(err, errNoDamage):
-				c.log.Debug("damage lost while settling; sampling the screen", "err", err)
-			}
+	if w := c.damageFor(opt); w != nil {
+		settled, waited, _, err := w.settle(ctx, start, opt, nil)
+		if !c.fallBack(ctx, err) {
+			return settled, waited, err
 		}
 	}
-	return c.poll(ctx, start, opt, f)
+	return c.poll(ctx, start, opt, nil)
+}
+
+// damageFor is the damage watcher a settle with opt uses, or nil to sample.
+func (c *Capturer) damageFor(opt SettleOptions) *damageWatch {
+	if opt.Poll {
+		return nil
+	}
+	return c.damage()
+}
+
+// fallBack reports whether a settle from damage that ended with err should
+// be done again by sampling: the subscription was missing or broke, and the
+// caller has not given up.
+func (c *Capturer) fallBack(ctx context.Context, err error) bool {
+	if err == nil || ctx.Err() != nil {
+		return false
+	}
+	if !errors.Is(err, errNoDamage) {
+		c.log.Debug("damage lost while settling; sampling the screen", "err", err)
+	}
+	return true
 }
 
 // poll samples the screen every opt.Interval until its hash has not changed
@@ -142,19 +145,123 @@ func (c *Capturer) closeDamage() {
 // just changed is captured once, not once to settle and again to shoot. The
 // shot is cached like Shot's: Changed is false, and Data the last shot's
 // bytes, when the screen is as the last shot showed it.
+//
+// With damage, the capture and encode are made ahead, once the screen has
+// been quiet for half the quiet period, and used if nothing was drawn (and
+// the pointer did not move) after that capture began; otherwise the screen
+// is captured once more when the settle ends.
 func (s *Shooter) SettleShot(ctx context.Context, opt SettleOptions) (shot Shot, settled bool, waited time.Duration, err error) {
+	opt.defaults()
+	start := time.Now()
 	s.mu.Lock()
-	f := s.spare
+	a := &aheadShot{f: s.spare}
 	s.spare = Frame{} // a concurrent SettleShot gets a buffer of its own
 	s.mu.Unlock()
-	settled, waited, err = s.c.settle(ctx, opt, &f)
+	if w := s.c.damageFor(opt); w != nil {
+		var ahead func()
+		if opt.Quiet >= 20*time.Millisecond {
+			ahead = func() { s.shootAhead(ctx, a) }
+		}
+		var last time.Time
+		settled, waited, last, err = w.settle(ctx, start, opt, ahead)
+		if err == nil {
+			if settled && a.ok && last.Before(a.taken) {
+				if shot, ok := s.useAhead(ctx, a); ok {
+					return shot, settled, waited, nil
+				}
+			}
+			if err := s.c.CaptureInto(ctx, &a.f); err != nil {
+				return Shot{}, false, waited, err
+			}
+			shot, err = s.shotOf(ctx, a)
+			return shot, settled, waited, err
+		}
+		if !s.c.fallBack(ctx, err) {
+			return Shot{}, false, waited, err
+		}
+	}
+	settled, waited, err = s.c.poll(ctx, start, opt, &a.f)
 	if err != nil {
 		return Shot{}, false, waited, err
 	}
+	shot, err = s.shotOf(ctx, a)
+	return shot, settled, waited, err
+}
+
+// aheadShot is a screenshot made while a settle waits out its quiet period.
+type aheadShot struct {
+	f      Frame
+	taken  time.Time // before the capture began
+	ptr    Pointer   // the pointer drawn in, when hasPtr
+	hasPtr bool
+	shot   Shot // made from f; its cache fields are set by useAhead
+	ok     bool
+}
+
+// shootAhead captures the screen into a and encodes it, without touching
+// the shot cache: the settle may yet see drawing and throw it away.
+func (s *Shooter) shootAhead(ctx context.Context, a *aheadShot) {
+	a.ok, a.hasPtr = false, false
+	a.taken = time.Now()
+	if err := s.c.CaptureInto(ctx, &a.f); err != nil {
+		return
+	}
+	if s.opt.Pointer {
+		if p, err := s.c.Pointer(ctx); err == nil {
+			p.DrawOn(&a.f)
+			a.f.Hash = p.mix(s.c.seed, a.f.Hash)
+			a.ptr, a.hasPtr = p, true
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.frame, s.spare = f, s.frame
+	w, h := s.modelSize(&a.f)
+	if s.hasLast && s.last.Hash == a.f.Hash && s.last.Width == w && s.last.Height == h {
+		a.shot, a.ok = s.last, true
+		return
+	}
+	shot, err := s.encode(s.scaler.scale(&a.f, w, h))
+	if err != nil {
+		return
+	}
+	shot.Hash = a.f.Hash
+	a.shot, a.ok = shot, true
+}
+
+// useAhead makes a's shot the answer if the pointer is where it was drawn
+// (moving it is no damage), with Shot's cache semantics.
+func (s *Shooter) useAhead(ctx context.Context, a *aheadShot) (Shot, bool) {
+	if s.opt.Pointer {
+		p, err := s.c.Pointer(ctx)
+		if (err == nil) != a.hasPtr || (a.hasPtr && (p.X != a.ptr.X || p.Y != a.ptr.Y || p.Serial != a.ptr.Serial)) {
+			return Shot{}, false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, h := s.modelSize(&a.f)
+	if a.shot.Width != w || a.shot.Height != h {
+		return Shot{}, false // the model size changed meanwhile
+	}
+	s.frame, s.spare = a.f, s.frame
+	if s.hasLast && s.last.Hash == a.shot.Hash && s.last.Width == w && s.last.Height == h {
+		shot := s.last
+		shot.Changed = false
+		shot.Captured = a.f.Time
+		return shot, true
+	}
+	shot := a.shot
+	shot.Changed = true
+	s.last, s.hasLast = shot, true
+	return shot, true
+}
+
+// shotOf makes the shot of a.f, just captured: the pointer drawn in, then
+// Shot's cache and encoding.
+func (s *Shooter) shotOf(ctx context.Context, a *aheadShot) (Shot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.frame, s.spare = a.f, s.frame
 	s.addPointer(ctx)
-	shot, err = s.shotOfFrame()
-	return shot, settled, waited, err
+	return s.shotOfFrame()
 }

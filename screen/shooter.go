@@ -99,13 +99,18 @@ func (s *Shooter) Shot(ctx context.Context) (Shot, error) {
 	return s.shotOfFrame()
 }
 
+// modelSize is the size f's shot has. Called with s.mu held.
+func (s *Shooter) modelSize(f *Frame) (w, h int) {
+	if s.opt.ModelW <= 0 || s.opt.ModelH <= 0 {
+		return f.Width, f.Height
+	}
+	return s.opt.ModelW, s.opt.ModelH
+}
+
 // shotOfFrame encodes s.frame in model space, or hands back the last shot
 // when the screen is the same. Called with s.mu held.
 func (s *Shooter) shotOfFrame() (Shot, error) {
-	w, h := s.opt.ModelW, s.opt.ModelH
-	if w <= 0 || h <= 0 {
-		w, h = s.frame.Width, s.frame.Height
-	}
+	w, h := s.modelSize(&s.frame)
 	if s.hasLast && s.last.Hash == s.frame.Hash && s.last.Width == w && s.last.Height == h {
 		shot := s.last
 		shot.Changed = false
