@@ -47,7 +47,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	t.Cleanup(func() { exec.Close() })
 	cfg := o.cfg
-	cfg.LoopbackOnly = true
+	cfg.LoopbackOnly = cfg.settings == nil // a virtual network has no loopback
 	if cfg.Preset == "" {
 		cfg.Preset = "ultrafast"
 	}
@@ -154,6 +154,11 @@ type clientOptions struct {
 	token   string
 	noVideo bool // join signalling only
 	vp8Only bool // offer VP8 only, like a browser without H.264
+	// api, when set, makes the peer connection instead of clientAPI (a
+	// viewer on a virtual network); onTrack, when set, reads the video
+	// instead of the depacketizers.
+	api     *webrtc.API
+	onTrack func(*webrtc.TrackRemote, *webrtc.RTPReceiver)
 }
 
 func clientAPI(t testing.TB, vp8Only bool) *webrtc.API {
@@ -213,7 +218,11 @@ func join(t testing.TB, e *env, o clientOptions) *client {
 	if o.noVideo {
 		return c
 	}
-	pc, err := clientAPI(t, o.vp8Only).NewPeerConnection(webrtc.Configuration{})
+	api := o.api
+	if api == nil {
+		api = clientAPI(t, o.vp8Only)
+	}
+	pc, err := api.NewPeerConnection(webrtc.Configuration{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +254,11 @@ func join(t testing.TB, e *env, o clientOptions) *client {
 		}
 		c.send(map[string]any{"type": "candidate", "candidate": ic.ToJSON()})
 	})
-	pc.OnTrack(func(tr *webrtc.TrackRemote, _ *webrtc.RTPReceiver) {
+	pc.OnTrack(func(tr *webrtc.TrackRemote, rcv *webrtc.RTPReceiver) {
+		if o.onTrack != nil {
+			go o.onTrack(tr, rcv)
+			return
+		}
 		if strings.EqualFold(tr.Codec().MimeType, webrtc.MimeTypeVP8) {
 			go c.readVP8(tr)
 			return

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pion/webrtc/v4"
+
 	"github.com/deskenv/deskenv/internal/wire"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/screen"
@@ -111,6 +113,10 @@ type Config struct {
 	// package-level maps its event readers use, so setting up MIT-SHM while
 	// other X connections read events is a data race best kept to start-up.
 	Capturer *screen.Capturer
+
+	// settings, when set, adjusts pion's settings after the server's own:
+	// the tests put the media on a virtual network (pion's vnet) with it.
+	settings func(*webrtc.SettingEngine)
 }
 
 // Defaults for Config.

@@ -72,6 +72,9 @@ func (s *Server) buildAPI() error {
 		s.udpMux = webrtc.NewICEUDPMux(se.LoggerFactory.NewLogger("udpmux"), conn)
 		se.SetICEUDPMux(s.udpMux)
 	}
+	if s.cfg.settings != nil {
+		s.cfg.settings(&se)
+	}
 	s.api = webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(reg), webrtc.WithSettingEngine(se))
 	return nil
 }
