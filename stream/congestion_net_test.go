@@ -16,6 +16,7 @@ import (
 	"github.com/pion/rtcp"
 	"github.com/pion/transport/v4/vnet"
 	"github.com/pion/webrtc/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
@@ -311,5 +312,43 @@ func TestKeyframesBoundedUnderLoss(t *testing.T) {
 	links := e.s.Links()
 	if len(links) != 1 || links[0].Loss == 0 && links[0].PacketsLost == 0 {
 		t.Errorf("links %+v: want one viewer whose receiver reports show loss", links)
+	}
+	checkViewerSeries(t, e)
+}
+
+// checkViewerSeries reads the collector as /metrics would: one viewer's
+// series, labelled with its id and transport, with the values it has.
+func checkViewerSeries(t *testing.T, e *env) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.s.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["viewer"] != "v1" || labels["transport"] != "udp" {
+				continue
+			}
+			v := m.GetGauge().GetValue()
+			if m.GetCounter() != nil {
+				v = m.GetCounter().GetValue()
+			}
+			got[mf.GetName()] = v
+		}
+	}
+	for _, name := range []string{"deskenv_viewer_estimate_bitrate_kbps", "deskenv_viewer_fps", "deskenv_viewer_sent_bitrate_kbps", "deskenv_viewer_packets_lost", "deskenv_viewer_keyframes_sent_total"} {
+		if got[name] <= 0 {
+			t.Errorf("%s{viewer=\"v1\",transport=\"udp\"} = %v, want above 0 (series: %v)", name, got[name], got)
+		}
+	}
+	if _, ok := got["deskenv_viewer_rtt_seconds"]; !ok {
+		t.Errorf("no deskenv_viewer_rtt_seconds for v1 (series: %v)", got)
 	}
 }
