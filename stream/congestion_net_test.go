@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -22,16 +23,28 @@ import (
 )
 
 // shapedLink is a virtual network (pion's vnet) with the server on one side
-// and a viewer on the other, the viewer's downlink (everything the server
-// sends it) through a token bucket whose rate the test changes, and
+// and viewers on the other, each viewer's downlink (everything the server
+// sends it) through a token bucket whose rate the test may change, and
 // optionally a loss filter: tc tbf and a lossy hop, in Go, with no traffic
 // beyond the process.
 type shapedLink struct {
-	server, viewer *vnet.Net
-	tbf            *vnet.TBFQueue
+	server *vnet.Net
+	viewer *vnet.Net      // the first viewer's
+	tbf    *vnet.TBFQueue // the first viewer's
+	views  []shapedViewer
+}
+
+type shapedViewer struct {
+	net *vnet.Net
+	tbf *vnet.TBFQueue
 }
 
 func newShapedLink(t testing.TB, rateBps, lossPct int) *shapedLink {
+	return newShapedLinks(t, lossPct, rateBps)
+}
+
+// newShapedLinks is a link with one viewer per rate, all with lossPct loss.
+func newShapedLinks(t testing.TB, lossPct int, ratesBps ...int) *shapedLink {
 	t.Helper()
 	lf := logging.NewDefaultLoggerFactory()
 	lf.DefaultLogLevel = logging.LogLevelDisabled
@@ -43,34 +56,43 @@ func newShapedLink(t testing.TB, rateBps, lossPct int) *shapedLink {
 	if l.server, err = vnet.NewNet(&vnet.NetConfig{StaticIPs: []string{"10.18.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	if l.viewer, err = vnet.NewNet(&vnet.NetConfig{StaticIPs: []string{"10.18.0.2"}}); err != nil {
-		t.Fatal(err)
-	}
-	// The queue holds about 150 ms at 4 Mbit/s, a second at 500 kbit/s:
-	// a home router's buffer, so a sender that overshoots sees delay
-	// first and tail drops after.
-	l.tbf = vnet.NewTBFQueue(rateBps, 8*1200, 75_000)
-	q, err := vnet.NewQueue(l.viewer, l.tbf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var nic vnet.NIC = q
-	if lossPct > 0 {
-		if nic, err = vnet.NewLossFilter(q, lossPct); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := router.AddNet(l.server); err != nil {
 		t.Fatal(err)
 	}
-	if err := router.AddNet(nic); err != nil {
-		t.Fatal(err)
+	var queues []*vnet.Queue
+	for i, rate := range ratesBps {
+		v := shapedViewer{}
+		if v.net, err = vnet.NewNet(&vnet.NetConfig{StaticIPs: []string{fmt.Sprintf("10.18.0.%d", 2+i)}}); err != nil {
+			t.Fatal(err)
+		}
+		// The queue holds about 150 ms at 4 Mbit/s, a second at 500
+		// kbit/s: a home router's buffer, so a sender that overshoots sees
+		// delay first and tail drops after.
+		v.tbf = vnet.NewTBFQueue(rate, 8*1200, 75_000)
+		q, err := vnet.NewQueue(v.net, v.tbf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues = append(queues, q)
+		var nic vnet.NIC = q
+		if lossPct > 0 {
+			if nic, err = vnet.NewLossFilter(q, lossPct); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := router.AddNet(nic); err != nil {
+			t.Fatal(err)
+		}
+		l.views = append(l.views, v)
 	}
+	l.viewer, l.tbf = l.views[0].net, l.views[0].tbf
 	if err := router.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		q.Close()
+		for _, q := range queues {
+			q.Close()
+		}
 		router.Stop()
 	})
 	return l
@@ -87,6 +109,11 @@ func (l *shapedLink) serverSettings(se *webrtc.SettingEngine) {
 // receiver reports, transport-wide feedback as a browser sends it) on the
 // link's viewer side.
 func (l *shapedLink) viewerAPI(t testing.TB) *webrtc.API {
+	t.Helper()
+	return viewerAPIOn(t, l.viewer)
+}
+
+func viewerAPIOn(t testing.TB, n *vnet.Net) *webrtc.API {
 	t.Helper()
 	// H.264 without RTX: pion's own transport-wide feedback reports the
 	// RTX stream in feedback of its own that marks every packet of the
@@ -106,7 +133,7 @@ func (l *shapedLink) viewerAPI(t testing.TB) *webrtc.API {
 		t.Fatal(err)
 	}
 	se := webrtc.SettingEngine{}
-	se.SetNet(l.viewer)
+	se.SetNet(n)
 	se.SetICEMulticastDNSMode(ice.MulticastDNSModeDisabled)
 	se.SetNetworkTypes([]webrtc.NetworkType{webrtc.NetworkTypeUDP4})
 	return webrtc.NewAPI(webrtc.WithMediaEngine(m), webrtc.WithInterceptorRegistry(reg), webrtc.WithSettingEngine(se))
@@ -351,4 +378,39 @@ func checkViewerSeries(t *testing.T, e *env) {
 	if _, ok := got["deskenv_viewer_rtt_seconds"]; !ok {
 		t.Errorf("no deskenv_viewer_rtt_seconds for v1 (series: %v)", got)
 	}
+}
+
+// TestLowestViewerSets watches with two viewers, one on an 8 Mbit/s link
+// and one on 500 kbit/s: the one encode follows the thin link (both get
+// the same frames), and once the thin viewer leaves it goes back up for
+// the other.
+func TestLowestViewerSets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test runs for about half a minute (it waits for GCC)")
+	}
+	link := newShapedLinks(t, 0, 8_000_000, 500_000)
+	e := newEnv(t, envOptions{width: 320, height: 240, cfg: Config{BitrateKbps: 3000, settings: link.serverSettings}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	noise(ctx, t, e, 30)
+	var wideFrames, thinFrames atomic.Int64
+	wide := join(t, e, clientOptions{api: viewerAPIOn(t, link.views[0].net), onTrack: countFrames(&wideFrames, nil)})
+	defer wide.close()
+	thin := join(t, e, clientOptions{api: viewerAPIOn(t, link.views[1].net), onTrack: countFrames(&thinFrames, nil)})
+	st, ok := watchTarget(e, 30*time.Second, func(st Stats) bool { return thinFrames.Load() > 10 && st.TargetKbps <= 700 })
+	if !ok {
+		thin.close()
+		t.Fatalf("with a viewer on 500 kbit/s the target is %d kbit/s after 30 s (%d frames to it): want 700 or less", st.TargetKbps, thinFrames.Load())
+	}
+	links := e.s.Links()
+	if len(links) != 2 || links[0].EstimateKbps <= links[1].EstimateKbps {
+		t.Errorf("links %+v: want the wide viewer's estimate above the thin one's", links)
+	}
+	t.Logf("two viewers: target %d kbit/s at %d fps; estimates %d and %d kbit/s", st.TargetKbps, st.TargetFPS, links[0].EstimateKbps, links[len(links)-1].EstimateKbps)
+	thin.close()
+	up, ok := watchTarget(e, 60*time.Second, func(st Stats) bool { return st.TargetKbps >= 1500 })
+	if !ok {
+		t.Fatalf("the thin viewer left but after 60 s the target is %d kbit/s: want the wide viewer's, at least 1500", up.TargetKbps)
+	}
+	t.Logf("thin viewer gone: target %d kbit/s at %d fps", up.TargetKbps, up.TargetFPS)
 }
