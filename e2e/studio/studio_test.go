@@ -258,12 +258,16 @@ func privacyKey(ctx context.Context, t *testing.T, drv *browser.Driver, base str
 	do(ctx, t, drv, "focus", map[string]any{"page": "a", "selector": "#stage"}, nil)
 	for _, want := range []bool{true, false} {
 		do(ctx, t, drv, "press", map[string]any{"page": "a", "key": "Control+Alt+KeyP"}, nil)
-		marker := "REC"
+		// The marker follows the stream's push, which can come before the
+		// page has its answer; the page's word comes after it (a press
+		// while the first is under way is not another toggle).
+		marker, said := "REC", "recording resumed"
 		if want {
-			marker = "REC paused"
+			marker, said = "REC paused", "privacy pause: nothing is recorded until Ctrl+Alt+P again"
 		}
 		if err := drv.Do(ctx, "waitFor", map[string]any{"page": "a", "timeoutMs": 20000, "pollMs": 50,
-			"expr": fmt.Sprintf(`document.getElementById('rec').textContent === %q && !document.getElementById('rec').hidden`, marker)}, nil); err != nil {
+			"expr": fmt.Sprintf(`document.getElementById('rec').textContent === %q && !document.getElementById('rec').hidden &&
+				document.getElementById('toast').textContent === %q`, marker, said)}, nil); err != nil {
 			var said string
 			do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `document.getElementById('toast').textContent`}, &said)
 			var st map[string]any
@@ -377,6 +381,33 @@ func reviewEpisode(ctx context.Context, t *testing.T, drv *browser.Driver, conso
 	}
 	t.Logf("click marker drawn at (%.1f, %.1f) on a %v px wide observation, the click was (%d, %d)", m.X, m.Y, m.NW, rc.cx, rc.cy)
 
+	// The recorded video plays in the page (WebCodecs on a canvas), and a
+	// step's button shows the frame on screen when that step began.
+	waitFor(ctx, t, drv, "r", `deskenvReview.state.player && document.getElementById('video-canvas').dataset.frame === '0'`,
+		"the recorded video never showed its first frame (or the page said why not in #ep-video)")
+	var video struct {
+		Want, Frames int
+		Got          string
+		Colours      int
+	}
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `(async () => {
+		const st = deskenvReview.state, fr = st.player.frames, t0 = st.episode.steps[2].t_start * 1e6;
+		let want = 0;
+		fr.forEach((f, i) => { if (f.pts_us <= t0) want = i; });
+		document.querySelector('#step-2 .step-video').click();
+		const c = document.getElementById('video-canvas');
+		for (let i = 0; i < 200 && c.dataset.frame !== String(want); i++) await new Promise((r) => setTimeout(r, 25));
+		const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data, seen = new Set();
+		for (let i = 0; i < px.length; i += 4 * 97) seen.add((px[i] << 16) | (px[i + 1] << 8) | px[i + 2]);
+		return { want, frames: fr.length, got: c.dataset.frame, colours: seen.size };
+	})()`}, &video)
+	if video.Got != fmt.Sprint(video.Want) || video.Colours < 2 {
+		t.Errorf("the video at step 2 shows frame %s with %d colours, want frame %d of %d (a picture)", video.Got, video.Colours, video.Want, video.Frames)
+	}
+	t.Logf("video: step 2 shows frame %s of %d, %d colours sampled", video.Got, video.Frames, video.Colours)
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `deskenvReview.state.player.seek(0).then(() => document.getElementById('v-play').click()), true`}, nil)
+	waitFor(ctx, t, drv, "r", fmt.Sprintf(`document.getElementById('video-canvas').dataset.frame === '%d'`, video.Frames-1), "Play did not play the video to its last frame")
+
 	// Accept with a note, from the keyboard.
 	const note = "clean run <ok>"
 	do(ctx, t, drv, "focus", map[string]any{"page": "r", "selector": "#rv-note"}, nil)
@@ -384,6 +415,7 @@ func reviewEpisode(ctx context.Context, t *testing.T, drv *browser.Driver, conso
 	do(ctx, t, drv, "focus", map[string]any{"page": "r", "selector": "#rv-accept"}, nil)
 	do(ctx, t, drv, "press", map[string]any{"page": "r", "key": "Enter"}, nil)
 	waitFor(ctx, t, drv, "r", `document.getElementById('rv-status').textContent === 'accepted'`, "Accept did not mark the episode accepted")
+	do(ctx, t, drv, "eval", map[string]any{"page": "r", "expr": `window.scrollTo(0, 0), true`}, nil)
 	do(ctx, t, drv, "screenshot", map[string]any{"page": "r", "path": filepath.Join(rc.shots, "studio-review.png")}, nil)
 	rev, err := record.ReadReview(filepath.Join(rc.episodes, rc.ep.Dir))
 	if err != nil || rev.Status != record.ReviewAccepted || rev.Note != note || rev.By != who {

@@ -8,6 +8,8 @@
 // ?token= and goes in the Authorization header; observations are fetched the
 // same way and shown as blob: URLs, so no token ever sits in an image URL.
 
+import { Player } from './player.js';
+
 const SVG = 'http://www.w3.org/2000/svg';
 // Observations of the first steps load at once; the rest as they scroll
 // near (an hour's episode has thousands).
@@ -144,6 +146,69 @@ function forget() {
   for (const u of state.urls) URL.revokeObjectURL(u);
   state.urls = [];
   state.observer?.disconnect();
+  state.player?.close();
+  state.player = null;
+}
+
+// ---- the recorded video
+
+function showTime(i) {
+  const p = state.player;
+  if (!p || i < 0) return;
+  const t = p.frames[i].pts_us / 1e6;
+  $('v-time').textContent = `${t.toFixed(2)} s · frame ${i + 1}/${p.frames.length}`;
+  $('video-canvas').dataset.frame = String(i);
+  if (document.activeElement !== $('v-seek')) $('v-seek').value = String(t);
+  $('v-play').textContent = p.playing ? 'Pause' : 'Play';
+}
+
+async function loadVideo(d) {
+  const box = $('video-box');
+  box.hidden = true;
+  const v = d.episode.video;
+  if (!v || !d.frames?.length) return;
+  const id = d.episode.id;
+  const p = new Player({
+    canvas: $('video-canvas'), frames: d.frames, width: v.width, height: v.height,
+    segment: async (n) => {
+      const res = await fetch(apiURL(location, `${epURL(id)}/video/${String(n).padStart(6, '0')}.h264`), { headers: auth });
+      if (!res.ok) throw new Error(`video segment ${n}: ${res.status} ${res.statusText}`);
+      return new Uint8Array(await res.arrayBuffer());
+    },
+    onFrame: showTime,
+  });
+  let why;
+  try {
+    why = await p.init();
+  } catch (err) {
+    why = err.message;
+  }
+  if (state.episode !== d) { p.close(); return; } // another episode opened meanwhile
+  if (why) {
+    $('ep-video').textContent += ` · not playable here: ${why}`;
+    return;
+  }
+  state.player = p;
+  $('v-seek').max = String(d.frames[d.frames.length - 1].pts_us / 1e6);
+  box.hidden = false;
+  await p.show(0);
+  for (const b of document.querySelectorAll('.step-video')) b.hidden = false;
+}
+
+$('v-play').addEventListener('click', () => {
+  const p = state.player;
+  if (!p) return;
+  if (p.playing) p.pause();
+  else p.play();
+  showTime(p.cur);
+});
+$('v-seek').addEventListener('input', () => state.player?.seek(Number($('v-seek').value) * 1e6));
+
+/** seekStep shows the video at a step's start, and brings the video into view. */
+function seekStep(st) {
+  if (!state.player) return;
+  state.player.seek(st.t_start * 1e6);
+  $('video-box').scrollIntoView({ block: 'start' });
 }
 
 /** loadShot fetches an observation with the token and shows it in img. */
@@ -192,6 +257,9 @@ function stepItem(st, model, i) {
     el('span', { text: `${a.action || '?'}` }),
     el('span', { class: 'mono', text: `t ${Number(st.t_start).toFixed(2)}–${Number(st.t_end).toFixed(2)} s` }),
     el('span', { text: st.source || '' }));
+  const vb = el('button', { type: 'button', class: 'step-video', text: 'video', title: "show the recorded video at this step's start", hidden: true });
+  vb.addEventListener('click', () => seekStep(st));
+  head.append(vb);
   if (st.via) head.append(el('span', { text: `via ${st.via}` }));
   if (st.error) head.append(el('span', { class: 'err', text: `error: ${st.error}` }));
   if (st.after_missing) head.append(el('span', { text: 'no observation after (the recorder stopped first)' }));
@@ -246,9 +314,9 @@ async function openEpisode(id) {
   renderReview(d.review);
   $('rv-note').value = d.review.status === 'unreviewed' ? '' : (d.review.note || '');
   const segs = m.counts?.segments || 0;
-  // Playing the recorded H.264 in the page is not built (docs/STUDIO.md).
-  $('ep-video').textContent = segs ? `video: ${segs} H.264 segment${segs > 1 ? 's' : ''} in the episode's video/ directory (ffplay plays each)` : '';
+  $('ep-video').textContent = segs ? `video: ${d.frames?.length || 0} frames in ${segs} H.264 segment${segs > 1 ? 's' : ''}` : 'no video recorded';
   $('steps').replaceChildren(...d.steps.map((st, i) => stepItem(st, model, i)));
+  state.videoReady = loadVideo(d);
   $('list-view').hidden = true;
   $('episode-view').hidden = false;
   window.scrollTo(0, 0);
