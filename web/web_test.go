@@ -98,7 +98,7 @@ func TestHandlerRevalidates(t *testing.T) {
 func TestReferencesResolve(t *testing.T) {
 	h := Handler()
 	refs := regexp.MustCompile(`(?:src|href)="([^":]+)"|from '\./([^']+)'|import\('\./([^']+)'\)`)
-	pages := []string{"/", "/app.js", "/session.js", "/input.js", "/keys.js", "/geometry.js", "/studio.js", "/recording.js"}
+	pages := []string{"/", "/app.js", "/session.js", "/input.js", "/keys.js", "/geometry.js", "/studio.js", "/recording.js", "/review.html", "/review.js", "/player.js"}
 	seen := 0
 	for _, p := range pages {
 		body, _ := io.ReadAll(get(t, h, "GET", p, nil).Body)
@@ -118,7 +118,8 @@ func TestReferencesResolve(t *testing.T) {
 func TestPageHasPolicy(t *testing.T) {
 	res := get(t, Handler(), "GET", "/", nil)
 	csp := res.Header.Get("Content-Security-Policy")
-	for _, want := range []string{"script-src 'self'", "connect-src 'self' ws: wss:"} {
+	// blob: images are the review page's observations, fetched with the token in a header.
+	for _, want := range []string{"script-src 'self'", "connect-src 'self' ws: wss:", "img-src 'self' data: blob:"} {
 		if !strings.Contains(csp, want) {
 			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
 		}
