@@ -46,9 +46,15 @@ func newShapedLink(t testing.TB, rateBps, lossPct int) *shapedLink {
 // newShapedLinks is a link with one viewer per rate, all with lossPct loss.
 func newShapedLinks(t testing.TB, lossPct int, ratesBps ...int) *shapedLink {
 	t.Helper()
+	return newDelayedLinks(t, 0, lossPct, ratesBps...)
+}
+
+// newDelayedLinks is newShapedLinks with a one-way delay on every packet.
+func newDelayedLinks(t testing.TB, delay time.Duration, lossPct int, ratesBps ...int) *shapedLink {
+	t.Helper()
 	lf := logging.NewDefaultLoggerFactory()
 	lf.DefaultLogLevel = logging.LogLevelDisabled
-	router, err := vnet.NewRouter(&vnet.RouterConfig{CIDR: "10.18.0.0/24", LoggerFactory: lf})
+	router, err := vnet.NewRouter(&vnet.RouterConfig{CIDR: "10.18.0.0/24", LoggerFactory: lf, MinDelay: delay})
 	if err != nil {
 		t.Fatal(err)
 	}
