@@ -200,7 +200,7 @@ func (c *Config) checkRanges() error {
 		{"--jpeg-quality", c.JPEGQuality, 1, 100, "must be between 1 and 100"},
 		{"--fps", c.FPS, 1, 60, "must be between 1 and 60"},
 		{"--bitrate", c.BitrateKbps, 100, 100000, "must be between 100 and 100000 kbit/s"},
-		{"--bitrate-min", c.MinBitrateKbps, 0, c.BitrateKbps, "must be at most --bitrate (0: 300 kbit/s)"},
+		{"--bitrate-min", c.MinBitrateKbps, 0, c.BitrateKbps, "must be 100 to --bitrate (0: 300 kbit/s)"},
 		{"--bitrate-max", c.MaxBitrateKbps, 0, 100000, "must be at most 100000 kbit/s (0: --bitrate)"},
 		{"--udp-port", c.UDPPort, 0, 65535, "must be a port number"},
 		{"--desktops", c.Desktops, 1, 256, "must be between 1 and 256"},
@@ -209,6 +209,14 @@ func (c *Config) checkRanges() error {
 		if r.value < r.lo || r.value > r.hi {
 			return fmt.Errorf("%s %d: %s", r.flag, r.value, r.want)
 		}
+	}
+	if c.MinBitrateKbps != 0 && c.MinBitrateKbps < 100 {
+		return fmt.Errorf("--bitrate-min %d: must be 100 to --bitrate (0: 300 kbit/s)", c.MinBitrateKbps)
+	}
+	if c.MaxBitrateKbps != 0 && c.MaxBitrateKbps < c.BitrateKbps {
+		// --bitrate is where congestion control starts: a ceiling under it
+		// would start above the ceiling.
+		return fmt.Errorf("--bitrate-max %d: must be at least --bitrate (%d), or 0 for --bitrate", c.MaxBitrateKbps, c.BitrateKbps)
 	}
 	return nil
 }
