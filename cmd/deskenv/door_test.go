@@ -360,6 +360,9 @@ func TestDoorRoles(t *testing.T) {
 			{"GET", prefix + "/api/recording/episodes/none/review", "", annotator(404)},
 			{"PUT", prefix + "/api/recording/episodes/none/review", `{"status":"accepted"}`, annotator(404)},
 			{"DELETE", prefix + "/api/recording/episodes/none", "", annotator(404)},
+			{"GET", prefix + "/api/recording/episodes/none", "", annotator(404)},
+			{"GET", prefix + "/api/recording/episodes/none/shots/000001.png", "", annotator(404)},
+			{"GET", prefix + "/api/recording/episodes/none/video/000000.h264", "", annotator(404)},
 			// A reward set by hand is the operator's: 403 for the annotator
 			// before "not recording" (409).
 			{"POST", prefix + "/api/recording/stop", `{"reward":1,"done":true}`, [6]int{401, 403, 403, 403, 409, 401}},
