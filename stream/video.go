@@ -132,6 +132,9 @@ func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
 	if !p.running {
 		p.running = true
 		p.counters.starts.Add(1)
+		// A new audience starts at BitrateKbps, as its estimators do: the
+		// last audience's link says nothing about this one's.
+		p.target.Store(&rung{kbps: p.s.cfg.BitrateKbps, fps: p.s.cfg.FPS})
 		ctx, cancel := context.WithCancel(context.Background())
 		p.cancel = cancel
 		done := make(chan struct{})
