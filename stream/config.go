@@ -128,6 +128,11 @@ const (
 	DefaultMaxViewers    = 32
 	DefaultQueueFrames   = 4
 	DefaultMaxInputBytes = 64 << 10
+	// DefaultKeyframeEvery bounds keyframes to two a second however many
+	// PLIs a lossy link causes: an IDR costs several ordinary frames' bits,
+	// so a storm of them would fill a thin link with keyframes that are
+	// lost in turn; half a second is about one round trip of a bad mobile
+	// link plus a decode, the soonest a second request can mean anything.
 	DefaultKeyframeEvery = 500 * time.Millisecond
 )
 
