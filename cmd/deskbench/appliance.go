@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -46,19 +47,33 @@ func startAppliance(ctx context.Context, bin string, wait time.Duration, args ..
 	a := &appliance{cmd: cmd}
 	ready := regexp.MustCompile(`deskenv is ready" url=http://([^/ ]+)/`)
 	addrc := make(chan string, 1)
+	// exited carries deskenv's last words when its stderr ends before the
+	// ready line: a refusal at start (a home the session user cannot
+	// reach, say) is said at once, not after wait.
+	exited := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(errPipe)
+		var last []string
 		for sc.Scan() {
 			if m := ready.FindStringSubmatch(sc.Text()); m != nil {
 				addrc <- m[1]
+				io.Copy(io.Discard, errPipe)
+				return
+			}
+			last = append(last, sc.Text())
+			if len(last) > 5 {
+				last = last[1:]
 			}
 		}
-		io.Copy(io.Discard, errPipe)
+		exited <- strings.Join(last, "\n")
 	}()
 	select {
 	case addr := <-addrc:
 		a.base = "http://" + addr
 		return a, nil
+	case words := <-exited:
+		a.stop()
+		return nil, fmt.Errorf("deskenv %v stopped before it was ready:\n%s", args, words)
 	case <-time.After(wait):
 		a.stop()
 		return nil, fmt.Errorf("deskenv %v was not ready within %s", args, wait)
@@ -66,6 +81,21 @@ func startAppliance(ctx context.Context, bin string, wait time.Duration, args ..
 		a.stop()
 		return nil, ctx.Err()
 	}
+}
+
+// tempDir makes a directory for a run's binary and homes that the desktops'
+// session users can pass through (os.MkdirTemp makes it 0700, and deskenv
+// refuses a home its session user cannot reach).
+func tempDir(pattern string) (string, error) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 func (a *appliance) pid() int { return a.cmd.Process.Pid }

@@ -35,7 +35,7 @@ func runPool(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp("", "deskbench-pool")
+	dir, err := tempDir("deskbench-pool")
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func runWays(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *reps < 1 {
 		return fmt.Errorf("-reps %d: at least 1", *reps)
 	}
-	dir, err := os.MkdirTemp("", "deskbench-ways")
+	dir, err := tempDir("deskbench-ways")
 	if err != nil {
 		return err
 	}
