@@ -4,6 +4,7 @@ import { Session, signalURL } from './session.js';
 import { Input } from './input.js';
 import { Recording } from './recording.js';
 import { Studio } from './studio.js';
+import { LinkPanel } from './stats.js';
 
 const $ = (id) => document.getElementById(id);
 const el = {
@@ -365,6 +366,9 @@ window.addEventListener('keyup', (e) => {
     e.stopImmediatePropagation();
   }
 }, { capture: true });
+
+// The link numbers (Ctrl+Alt+S or the link button), caught like the privacy key.
+window.deskenv.link = new LinkPanel({ session, button: $('link-btn'), panel: $('link-panel'), stage: el.stage });
 
 // The task panel, for links that may list tasks (annotators, operators).
 const studio = new Studio({

@@ -252,6 +252,9 @@ export class Session extends EventTarget {
           this.#emit('rtt', { ms: rtt, smoothed: this.rttMs });
         }
         break;
+      case 'stats': // the server's view of this link, for the link panel (stats.js)
+        this.#emit('linkstats', msg);
+        break;
       case 'error':
         this.log(`server error ${msg.code || ''}: ${msg.message}`);
         this.#emit('servererror', msg);
