@@ -86,6 +86,10 @@ type Config struct {
 	// task they are reset into ("" for none).
 	Warm     int
 	WarmTask string
+	// StudioIdle is how long an annotator's desktop (pool mode, POST
+	// /studio/lease) stays theirs with no viewer connected (studio.go);
+	// 0 is 10 minutes.
+	StudioIdle time.Duration
 
 	// Version is what the MCP server and the control plane report.
 	Version string
@@ -112,6 +116,7 @@ func DefaultConfig() Config {
 		Policy:            "shared",
 		Mode:              "sim",
 		Desktops:          1,
+		StudioIdle:        10 * time.Minute,
 		Version:           "dev",
 
 		BodyReadTimeout: 30 * time.Second,
@@ -234,6 +239,9 @@ func (c *Config) checkLimits() error {
 
 // checkPool checks what pool mode cannot do.
 func (c *Config) checkPool() error {
+	if c.StudioIdle < 0 {
+		return fmt.Errorf("--studio-idle %s: must be more than 0 (an annotator's desktop goes back to the pool after this long with nobody watching)", c.StudioIdle)
+	}
 	if c.Desktops > 1 && c.Display != "" {
 		return fmt.Errorf("--desktops %d with --display %s: pool mode starts its own displays; attach to an existing one only with a single desktop", c.Desktops, c.Display)
 	}

@@ -50,6 +50,12 @@ type Pool struct {
 
 	metrics *poolMetrics
 	reg     *prometheus.Registry // the pool's own series, at /metrics
+
+	// studioIdle: an annotator's desktop (studio.go) goes back to the pool
+	// after this long with no viewer; life ends at Close (its releases'
+	// background resets and the idle watch run under it).
+	studioIdle time.Duration
+	life       context.Context
 }
 
 type lease struct {
@@ -66,9 +72,19 @@ type lease struct {
 	// handed out at once; its episode then started when it was warmed.
 	Warm bool `json:"warm"`
 
-	// revoke ends AgentToken: the token was granted on the lease's desktop
-	// for the lease alone (nil in local mode, where there is none).
+	// Annotator is who holds a studio lease (studio.go): auth.WhoFrom of
+	// the annotator's pool-wide token; "" for a trainer's lease.
+	Annotator string `json:"annotator,omitempty"`
+
+	// revoke ends AgentToken (or a studio lease's annotator token): the
+	// token was granted on the lease's desktop for the lease alone (nil in
+	// local mode, where there is none).
 	revoke func()
+	// token is a studio lease's annotator token, never listed: it lets its
+	// page release the lease (DELETE /studio/lease/{id}).
+	token string
+	// seen is when a studio lease's desktop last had a viewer (p.mu).
+	seen time.Time
 }
 
 // NewPool starts cfg.Desktops desktops in parallel. The tokens, the tasks
@@ -104,7 +120,10 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 		// the door refuses every desktop's programs (desktopRefusal)
 		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(&iso), leases: map[string]*lease{},
 		apps: make([]*Desktop, cfg.Desktops), slots: make([]slot, cfg.Desktops), changed: make(chan struct{}),
-		warm: warmPlan{n: cfg.Warm, task: cfg.WarmTask},
+		warm: warmPlan{n: cfg.Warm, task: cfg.WarmTask}, studioIdle: cfg.StudioIdle,
+	}
+	if p.studioIdle <= 0 {
+		p.studioIdle = 10 * time.Minute
 	}
 	for i := range p.slots {
 		p.slots[i].state = slotIdle
@@ -127,7 +146,9 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 // time and releases reset before they answer, as before warm desktops.
 func (p *Pool) startRefiller(ctx context.Context) {
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	p.stop, p.closing = stop, rctx.Done()
+	p.stop, p.closing, p.life = stop, rctx.Done(), rctx
+	p.refills.Add(1)
+	go p.watchStudio(rctx)
 	if p.warm.n == 0 {
 		return
 	}
@@ -171,6 +192,10 @@ func (p *Pool) start(ctx context.Context, cfg Config, tasks []*task.Task, home s
 		go func() {
 			defer wg.Done()
 			if s.auth, errs[i] = newAuth(cfg); errs[i] == nil {
+				// The annotators' pool-wide token only leases a desktop
+				// (studio.go); on the desktop an annotator holds a token
+				// granted for it alone, so no annotator drives another's.
+				s.auth = s.auth.Without(auth.RoleAnnotator)
 				p.apps[i], errs[i] = newDesktop(ctx, desktopConfig(cfg, i, home), p.log.With("desktop", i), s)
 			}
 		}()
@@ -219,7 +244,7 @@ func (p *Pool) Handler() http.Handler {
 	d.Handle("GET /desktops", op, http.HandlerFunc(p.desktops))
 	d.Handle("GET /metrics", auth.Policy{Roles: []auth.Role{auth.RoleOperator}}, promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}))
 	d.Handle("GET /health", auth.Policy{Public: true}, http.HandlerFunc(p.health))
-	d.Handle("GET /{$}", auth.Policy{Public: true}, http.RedirectHandler("/d/0/", http.StatusFound))
+	p.registerStudio(d)
 	return d
 }
 

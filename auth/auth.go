@@ -89,8 +89,19 @@ type Auth struct {
 	tokens map[[32]byte]Role
 	realm  string
 
+	// sealed keeps an Auth out of local mode though it has no configured
+	// token left (Without): only granted tokens open it.
+	sealed bool
+
 	mu      sync.RWMutex
-	granted map[[32]byte]Role
+	granted map[[32]byte]grant
+}
+
+// grant is one granted token: its role and the name records give its holder
+// ("" for the token's own TokenID).
+type grant struct {
+	role Role
+	id   string
 }
 
 // MinTokenLength is the shortest token accepted: shorter ones can be guessed.
@@ -127,7 +138,7 @@ func New(c Config) (*Auth, error) {
 			add(t.Role, t.Value, fmt.Sprintf("%s, token %d", c.TokensFile, i+1))
 		}
 	}
-	a := &Auth{tokens: map[[32]byte]Role{}, granted: map[[32]byte]Role{}, realm: "deskenv"}
+	a := &Auth{tokens: map[[32]byte]Role{}, granted: map[[32]byte]grant{}, realm: "deskenv"}
 	for _, t := range all {
 		if _, err := ParseRole(string(t.Role)); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.src, err)
@@ -189,7 +200,25 @@ func ParseTokens(r io.Reader, name string) ([]Token, error) {
 // Local reports local-only mode: no token configured, every request allowed.
 // Granted tokens do not count: Grant refuses to mint one in local mode, where
 // it would change nothing.
-func (a *Auth) Local() bool { return a == nil || len(a.tokens) == 0 }
+func (a *Auth) Local() bool { return a == nil || len(a.tokens) == 0 && !a.sealed }
+
+// Without is a new Auth with a's configured tokens except those of role,
+// and no granted ones. It is never in local mode unless a is: pool mode
+// gives each desktop the pool's tokens without the annotators', whose
+// pool-wide token only leases a desktop (a per-desktop token is granted),
+// and a desktop left with no configured token must not open to everyone.
+func (a *Auth) Without(role Role) *Auth {
+	if a.Local() {
+		return a
+	}
+	b := &Auth{tokens: map[[32]byte]Role{}, granted: map[[32]byte]grant{}, realm: a.realm, sealed: true}
+	for h, r := range a.tokens {
+		if r != role {
+			b.tokens[h] = r
+		}
+	}
+	return b
+}
 
 // Has reports whether at least one configured token grants role.
 func (a *Auth) Has(role Role) bool {
@@ -209,6 +238,15 @@ func (a *Auth) Has(role Role) bool {
 // the lease and the next lessee of the desktop gets another. revoke may be
 // called more than once; once it returns, the token is refused.
 func (a *Auth) Grant(role Role) (token string, revoke func(), err error) {
+	return a.GrantAs(role, "")
+}
+
+// GrantAs is Grant with the name records give the token's holder (WhoFrom's
+// "role:id"): id instead of the token's own TokenID. Pool mode grants an
+// annotator's desktop token under the TokenID of the annotator's pool-wide
+// token, so what they record carries the same name whichever desktop and
+// lease it was made on. id must not be empty to take effect.
+func (a *Auth) GrantAs(role Role, id string) (token string, revoke func(), err error) {
 	if _, err := ParseRole(string(role)); err != nil {
 		return "", nil, err
 	}
@@ -220,7 +258,7 @@ func (a *Auth) Grant(role Role) (token string, revoke func(), err error) {
 	token = hex.EncodeToString(b)
 	h := sha256.Sum256([]byte(token))
 	a.mu.Lock()
-	a.granted[h] = role
+	a.granted[h] = grant{role: role, id: id}
 	a.mu.Unlock()
 	return token, func() {
 		a.mu.Lock()
@@ -252,9 +290,9 @@ func (a *Auth) Check(token string) (Role, error) {
 		}
 	}
 	a.mu.RLock()
-	for k, role := range a.granted {
+	for k, g := range a.granted {
 		if subtle.ConstantTimeCompare(k[:], h[:]) == 1 {
-			found = role
+			found = g.role
 		}
 	}
 	a.mu.RUnlock()
@@ -307,6 +345,21 @@ func rank(r Role) int {
 		return 3
 	}
 	return 0
+}
+
+// whoID is the name records give token's holder: the id it was granted
+// under (GrantAs), else its TokenID.
+func (a *Auth) whoID(token string) string {
+	if a != nil {
+		h := sha256.Sum256([]byte(token))
+		a.mu.RLock()
+		g, ok := a.granted[h]
+		a.mu.RUnlock()
+		if ok && g.id != "" {
+			return g.id
+		}
+	}
+	return TokenID(token)
 }
 
 // TokenID is a short, stable name of a token for records and logs: the

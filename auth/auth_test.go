@@ -197,3 +197,53 @@ func TestWhoFrom(t *testing.T) {
 		t.Errorf("local mode: WhoFrom = %q, want local", got)
 	}
 }
+
+// TestWithoutAndGrantAs: pool mode's desktop tokens. Without drops a role's
+// configured tokens and stays closed even with none left; a token granted
+// with GrantAs answers to the given name in records, and dies when revoked.
+func TestWithoutAndGrantAs(t *testing.T) {
+	only, err := New(Config{AnnotatorToken: annotTok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		a    *Auth
+	}{{"pool tokens", testAuth(t).Without(RoleAnnotator)}, {"annotator token only", only.Without(RoleAnnotator)}} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.a.Local() {
+				t.Fatal("an Auth without the annotators' tokens is in local mode: every request would be let in")
+			}
+			if _, err := c.a.Check(annotTok); err == nil {
+				t.Error("the annotator's configured token is still valid")
+			}
+			tok, revoke, err := c.a.GrantAs(RoleAnnotator, TokenID(annotTok))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := NewDoor(c.a, Limits{})
+			var who string
+			d.Handle("/a", Policy{Roles: []Role{RoleAnnotator}}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { who = WhoFrom(r.Context()) }))
+			call := func() int {
+				r := httptest.NewRequest("GET", "/a", nil)
+				r.Header.Set("Authorization", "Bearer "+tok)
+				rec := httptest.NewRecorder()
+				d.ServeHTTP(rec, r)
+				return rec.Code
+			}
+			if code := call(); code != 200 || who != "annotator:"+TokenID(annotTok) {
+				t.Errorf("the granted token: %d as %q, want 200 as annotator:%s", code, who, TokenID(annotTok))
+			}
+			revoke()
+			if code := call(); code != 401 {
+				t.Errorf("the granted token once revoked: %d, want 401", code)
+			}
+		})
+	}
+	if testAuth(t).Without(RoleAnnotator).Has(RoleOperator) != true {
+		t.Error("Without(annotator) dropped the operator's token")
+	}
+	if (*Auth)(nil).Without(RoleAnnotator) != nil {
+		t.Error("local mode's Without is not local mode")
+	}
+}

@@ -229,11 +229,11 @@ func WhoFrom(ctx context.Context) string {
 	return w
 }
 
-func withWho(ctx context.Context, role Role, token string) context.Context {
+func withWho(ctx context.Context, a *Auth, role Role, token string) context.Context {
 	ctx = context.WithValue(ctx, roleKey{}, role)
 	who := string(role)
 	if role != RoleLocal {
-		who += ":" + TokenID(token)
+		who += ":" + a.whoID(token)
 	}
 	return context.WithValue(ctx, whoKey{}, who)
 }
@@ -287,10 +287,10 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			WriteError(w, http.StatusForbidden, forbiddenText(role, g.policy.Roles))
 			return
 		}
-		ctx = withWho(ctx, role, tok)
+		ctx = withWho(ctx, g.auth, role, tok)
 	} else if role, err := g.auth.Check(bearer(r)); err == nil {
 		// Public: nobody is refused; a valid token only adds its role.
-		ctx = withWho(ctx, role, bearer(r))
+		ctx = withWho(ctx, g.auth, role, bearer(r))
 	}
 
 	rc := http.NewResponseController(w)

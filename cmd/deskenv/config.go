@@ -105,6 +105,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	fs.BoolVar(&c.PoolAgentToken, "pool-agent-token", c.PoolAgentToken, "pool mode: accept an agent token from --agent-token or --tokens-file on every desktop (otherwise refused: each lease has its own)"+envNote("pool-agent-token"))
 	num(&c.Warm, "warm", "pool mode: keep this many desktops reset and ready, refilled in the background, so POST /leases hands one out at once (0: every lease waits for its reset)")
 	str(&c.WarmTask, "warm-task", "pool mode with --warm: the task id the warm desktops are reset into; a lease naming it (and no seed) gets one at once, other leases are reset on their own time")
+	dur(&c.StudioIdle, "studio-idle", "pool mode: an annotator's desktop (from the pool's page, POST /studio/lease) goes back to the pool after this long with no viewer connected")
 
 	str(&c.LogLevel, "log-level", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text or json")
