@@ -2,6 +2,8 @@
 // connection with its video and "input" data channel, and reconnection with
 // backoff whenever either drops. Speaks docs/STREAM.md.
 
+import './lease.js'; // pool mode: give a leased desktop back when the page goes (lobby.js)
+
 const PING_EVERY_MS = 2000;
 const DISCONNECTED_GRACE_MS = 4000; // "disconnected" often heals by itself; "failed" never does
 const HELLO_TIMEOUT_MS = 10000;
