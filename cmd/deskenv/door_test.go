@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,10 +378,15 @@ func TestDoorRoles(t *testing.T) {
 			{"POST", prefix + "/api/reset", `{}`, annotator(200)},
 		}
 	}
-	run := func(t *testing.T, d *deskenv, agent string, routes []route) {
-		tokens := []string{"", agent, testViewer, testAnnot, testOperator, testWrong}
+	// run calls every route as every caller (only those in cols, if any),
+	// with the agent's and the annotator's tokens given.
+	run := func(t *testing.T, d *deskenv, agent, annot string, routes []route, cols ...int) {
+		tokens := []string{"", agent, testViewer, annot, testOperator, testWrong}
 		for _, r := range routes {
 			for i, who := range callers {
+				if len(cols) > 0 && !slices.Contains(cols, i) {
+					continue
+				}
 				hdr := []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream"}
 				code, msg := request(t, r.method, d.base+r.path, tokens[i], strings.NewReader(r.body), hdr...)
 				if code != r.want[i] {
@@ -395,7 +401,7 @@ func TestDoorRoles(t *testing.T) {
 	common := []string{"--wm", "", "--apps", "", "--operator-token", testOperator, "--viewer-token", testViewer, "--annotator-token", testAnnot}
 	t.Run("single", func(t *testing.T) {
 		d := startDeskenv(t, append([]string{"--home", t.TempDir(), "--agent-token", testAgent}, common...)...)
-		run(t, d, testAgent, desk(""))
+		run(t, d, testAgent, testAnnot, desk(""))
 		// While the operator records, an annotator's reset would end the
 		// episode under the recording: 409; the operator's own is fine.
 		if code, msg := request(t, "POST", d.base+"/api/recording/start", testOperator, strings.NewReader(`{}`)); code != 201 {
@@ -420,21 +426,52 @@ func TestDoorRoles(t *testing.T) {
 		if code := doJSON(t, "POST", d.base+"/leases", testOperator, nil, &l); code != 201 {
 			t.Fatalf("lease: %d", code)
 		}
+		// An annotator's own desktop (docs/STUDIO.md, pool mode): the
+		// other one, with a token valid there alone.
+		var st struct {
+			Desktop int    `json:"desktop"`
+			Token   string `json:"token"`
+		}
+		if code := doJSON(t, "POST", d.base+"/studio/lease", testAnnot, nil, &st); code != 201 || st.Desktop == l.Desktop {
+			t.Fatalf("the annotator's studio lease: %d %+v, want 201 and desktop %d", code, st, 1-l.Desktop)
+		}
 		// A lease's agent token is valid on its desktop alone: the pool's
 		// own routes do not know it (401, not 403). Leases stay the
-		// operators' (an annotator's own desktop is not built yet).
+		// operators'. The annotators' pool-wide token is valid at the
+		// pool's entry only: on a desktop it is unknown (401).
 		pool := func(ok int) [6]int { return [6]int{401, 401, 403, 403, ok, 401} }
-		routes := append(desk("/d/"+strconv.Itoa(l.Desktop)),
+		onDesk := desk("/d/" + strconv.Itoa(l.Desktop))
+		for i := range onDesk {
+			if onDesk[i].want[0] != 200 {
+				onDesk[i].want[3] = 401
+			}
+		}
+		routes := append(onDesk,
 			route{"GET", "/leases", "", pool(200)},
 			route{"GET", "/desktops", "", pool(200)},
 			route{"GET", "/metrics", "", pool(200)},
 			route{"POST", "/leases", `{"seed":-1}`, pool(400)},
 			route{"DELETE", "/leases/none", "", pool(404)},
-			route{"POST", "/d/" + strconv.Itoa(1-l.Desktop) + "/mcp", mcpInit, [6]int{401, 401, 403, 403, 403, 401}},
+			route{"POST", "/d/" + strconv.Itoa(1-l.Desktop) + "/mcp", mcpInit, [6]int{401, 401, 403, 401, 403, 401}},
 			route{"GET", "/health", "", public},
+			route{"GET", "/", "", public},
+			route{"GET", "/lobby.js", "", public},
+			// Both desktops are leased: the annotator is told so (503);
+			// operators have every desktop already (403).
+			route{"POST", "/studio/lease", "", [6]int{401, 401, 403, 503, 403, 401}},
+			// Public, the lease's own token checked inside: 401 without a
+			// token, 404 for a lease that is not the caller's.
+			route{"DELETE", "/studio/lease/none", "", [6]int{401, 404, 404, 404, 404, 404}},
 			route{"GET", "/nothing", "", [6]int{404, 404, 404, 404, 404, 404}},
 		)
-		run(t, d, l.AgentToken, routes)
+		run(t, d, l.AgentToken, testAnnot, routes)
+		// The studio lease's token is the annotator's column on its own
+		// desktop, and unknown on the other one and to the pool.
+		run(t, d, l.AgentToken, st.Token, desk("/d/"+strconv.Itoa(st.Desktop)), 3)
+		run(t, d, l.AgentToken, st.Token, []route{
+			{"GET", "/d/" + strconv.Itoa(l.Desktop) + "/api/tasks", "", [6]int{3: 401}},
+			{"GET", "/leases", "", [6]int{3: 401}},
+		}, 3)
 	})
 }
 
