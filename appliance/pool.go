@@ -515,7 +515,11 @@ func (p *Pool) health(w http.ResponseWriter, r *http.Request) {
 // desktop.
 func (p *Pool) Close() error {
 	if p.stop != nil {
+		// Under p.mu: a studio release (studio.go) either counts its
+		// background reset before this or sees the pool closing.
+		p.mu.Lock()
 		p.stop()
+		p.mu.Unlock()
 	}
 	p.refills.Wait()
 	var wg sync.WaitGroup

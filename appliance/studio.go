@@ -184,8 +184,16 @@ func (p *Pool) release(l *lease, why string) {
 		return
 	}
 	// Dirty until reset: a lease taking it meanwhile resets it itself.
-	p.set(l.Desktop, slot{state: slotDirty})
+	p.mu.Lock()
+	p.setLocked(l.Desktop, slot{state: slotDirty})
+	if p.life.Err() != nil {
+		p.mu.Unlock()
+		return // the pool is closing: nobody will lease it again
+	}
+	// Under p.mu, which Close holds to end the pool's life: this reset is
+	// counted before Close waits for the resets, or not started at all.
 	p.refills.Add(1)
+	p.mu.Unlock()
 	go func() {
 		defer p.refills.Done()
 		p.mu.Lock()

@@ -154,6 +154,24 @@ func TestStudioLeases(t *testing.T) {
 	if code := release(b.ID, testAnnotators[1]); code != 204 {
 		t.Errorf("B releasing B's lease with B's pool-wide token: %d, want 204", code)
 	}
+	// An operator lists C's lease with its annotator and ends it as any
+	// lease.
+	var list struct {
+		Leases []struct {
+			ID        string `json:"lease_id"`
+			Annotator string `json:"annotator"`
+		} `json:"leases"`
+	}
+	if code := doJSON(t, "GET", base+"/leases", testOperator, nil, &list); code != 200 || len(list.Leases) != 1 ||
+		list.Leases[0].ID != c.ID || list.Leases[0].Annotator != "annotator:"+auth.TokenID(testAnnotators[2]) {
+		t.Errorf("GET /leases with C's studio lease: %d %+v", code, list)
+	}
+	if code := doJSON(t, "DELETE", base+"/leases/"+c.ID, testOperator, nil, nil); code != 204 {
+		t.Errorf("the operator ending C's studio lease: %d, want 204", code)
+	}
+	if code := doJSON(t, "GET", tasks(c.Desktop), c.Token, nil, nil); code != 401 {
+		t.Errorf("C's token after the operator ended its lease: %d, want 401", code)
+	}
 }
 
 // TestStudioLobby: the pool's page is the lobby for an annotator's token,
