@@ -235,3 +235,24 @@ func TestStudioIdle(t *testing.T) {
 		t.Errorf("the next annotator's lease: %d %+v, want desktop 0", code, b)
 	}
 }
+
+// TestStudioIdleConfig: --studio-idle must be positive; 0 (a Config built
+// without DefaultConfig) is the default.
+func TestStudioIdleConfig(t *testing.T) {
+	cases := []struct {
+		idle time.Duration
+		err  string
+	}{
+		{10 * time.Minute, ""},
+		{0, ""},
+		{-time.Second, "--studio-idle -1s: must be more than 0"},
+	}
+	for _, c := range cases {
+		cfg := DefaultConfig()
+		cfg.StudioIdle = c.idle
+		err := cfg.Validate()
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("--studio-idle %s: %v, want %q", c.idle, err, c.err)
+		}
+	}
+}
