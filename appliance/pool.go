@@ -55,7 +55,10 @@ type Pool struct {
 	// after this long with no viewer; life ends at Close (its releases'
 	// background resets and the idle watch run under it).
 	studioIdle time.Duration
-	life       context.Context
+	// studioGrace is how long a desktop whose page said it left waits for
+	// the page to come back (a reload) before it is released (p.mu).
+	studioGrace time.Duration
+	life        context.Context
 }
 
 type lease struct {
@@ -83,8 +86,9 @@ type lease struct {
 	// token is a studio lease's annotator token, never listed: it lets its
 	// page release the lease (DELETE /studio/lease/{id}).
 	token string
-	// seen is when a studio lease's desktop last had a viewer (p.mu).
-	seen time.Time
+	// seen is when a studio lease's desktop last had a viewer; leaving,
+	// when its page said it left (zero: it has not) (p.mu).
+	seen, leaving time.Time
 }
 
 // NewPool starts cfg.Desktops desktops in parallel. The tokens, the tasks
@@ -121,6 +125,7 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 		log: log, auth: pa, local: pa.Local(), limits: cfg.limits(&iso), leases: map[string]*lease{},
 		apps: make([]*Desktop, cfg.Desktops), slots: make([]slot, cfg.Desktops), changed: make(chan struct{}),
 		warm: warmPlan{n: cfg.Warm, task: cfg.WarmTask}, studioIdle: cfg.StudioIdle,
+		studioGrace: studioGrace,
 	}
 	if p.studioIdle <= 0 {
 		p.studioIdle = 10 * time.Minute

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/control"
+	"github.com/deskenv/deskenv/stream"
 	"github.com/deskenv/deskenv/web"
 )
 
@@ -139,8 +141,15 @@ func (p *Pool) studioTake(w http.ResponseWriter, r *http.Request) {
 		Token: l.token, Warm: l.Warm, Idle: p.studioIdle.String()})
 }
 
-// studioGive ends a studio lease for its page (holding the lease's token),
-// the annotator who took it (their pool-wide token) or an operator.
+// studioGrace is how long a desktop stays its annotator's after their page
+// said it left: a reload says so too, and the page it loads comes back
+// within a second or two. A page that does not come back costs the pool
+// this long, not --studio-idle.
+const studioGrace = 10 * time.Second
+
+// studioGive ends a studio lease for the annotator who took it (their
+// pool-wide token) or an operator at once; for its page (holding the
+// lease's token) studioGrace later, unless the page comes back.
 func (p *Pool) studioGive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if len(id) > maxLeaseID {
@@ -149,11 +158,16 @@ func (p *Pool) studioGive(w http.ResponseWriter, r *http.Request) {
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	p.mu.Lock()
 	l, ok := p.leases[id]
-	allowed := ok && l.Annotator != "" && (p.local ||
-		l.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(l.token)) == 1 ||
+	page := ok && l.token != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(l.token)) == 1
+	allowed := ok && l.Annotator != "" && (p.local || page ||
 		auth.WhoFrom(r.Context()) == l.Annotator ||
 		auth.RoleFrom(r.Context()) == auth.RoleOperator)
-	if allowed {
+	grace := p.studioGrace
+	if allowed && page && grace > 0 {
+		// The page went away, or is reloading: watchStudio releases it
+		// unless a viewer joins after now.
+		l.leaving = time.Now()
+	} else if allowed {
 		delete(p.leases, id)
 	}
 	p.mu.Unlock()
@@ -167,7 +181,12 @@ func (p *Pool) studioGive(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusNotFound, fmt.Sprintf("no studio lease %q of yours: it may have ended already (idle for %s)", id, p.studioIdle))
 		return
 	}
-	p.release(l, "released by its page")
+	if page && grace > 0 {
+		p.log.Info("an annotator's page left; its desktop is released unless it comes back", "lease", id, "desktop", l.Desktop, "within", grace)
+		writeJSONTo(w, http.StatusAccepted, map[string]string{"released_in": grace.String(), "unless": "a page views the desktop again"})
+		return
+	}
+	p.release(l, "released by its annotator or an operator")
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -229,15 +248,16 @@ func (p *Pool) watchStudio(ctx context.Context) {
 			return
 		case now := <-t.C:
 			for _, l := range p.idleStudioLeases(now) {
-				p.release(l, "nobody watched it for "+p.studioIdle.String())
+				p.release(l, "its page left, or nobody watched it for "+p.studioIdle.String())
 			}
 		}
 	}
 }
 
 // idleStudioLeases takes out of the lease table the studio leases whose
-// desktop has had no viewer for studioIdle, and notes now as seen on the
-// others that have one.
+// desktop has had no viewer for studioIdle, or whose page left studioGrace
+// ago and has not come back, and notes now as seen on the others that
+// have a viewer.
 func (p *Pool) idleStudioLeases(now time.Time) []*lease {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -246,11 +266,20 @@ func (p *Pool) idleStudioLeases(now time.Time) []*lease {
 		if l.Annotator == "" {
 			continue
 		}
-		if s := p.apps[l.Desktop].stream; s != nil && len(s.Viewers()) > 0 {
-			l.seen = now
-			continue
+		var viewers []stream.ViewerInfo
+		if s := p.apps[l.Desktop].stream; s != nil {
+			viewers = s.Viewers()
 		}
-		if now.Sub(l.seen) >= p.studioIdle {
+		if len(viewers) > 0 {
+			l.seen = now
+		}
+		// The page that left may still be connected for a moment: only a
+		// viewer that joined after it left brings the lease back.
+		if !l.leaving.IsZero() && slices.ContainsFunc(viewers, func(v stream.ViewerInfo) bool { return v.Since.After(l.leaving) }) {
+			l.leaving = time.Time{}
+		}
+		leftFor := !l.leaving.IsZero() && now.Sub(l.leaving) >= p.studioGrace
+		if leftFor || now.Sub(l.seen) >= p.studioIdle {
 			delete(p.leases, id)
 			out = append(out, l)
 		}

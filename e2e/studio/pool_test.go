@@ -21,8 +21,8 @@ import (
 // --desktops 2; each lands on a desktop of their own, types into its
 // terminal, and what each typed reaches their own desktop alone (the shell
 // of each desktop writes it into that desktop's home). Neither page's token
-// works on the other's desktop; a page that goes away gives its desktop
-// back.
+// works on the other's desktop; a page that reloads keeps its desktop, one
+// that goes away gives it back.
 func TestAnnotatorsInPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -135,11 +135,20 @@ func TestAnnotatorsInPool(t *testing.T) {
 		}
 	}
 
-	// A leaves: the page gives its desktop back, its token dies.
+	// B reloads its page: that is leaving it too (pagehide), but the
+	// reloaded page views the desktop again within the grace, so B keeps
+	// it. A leaves for good: after the grace (10 s) its desktop goes back
+	// to the pool and its token dies; by then B's grace is over too.
+	do(ctx, t, drv, "eval", map[string]any{"page": "b", "expr": `location.reload()`}, nil)
+	waitFor(ctx, t, drv, "b", `typeof deskenv !== 'undefined' && deskenv.state === 'connected' && deskenv.video.videoWidth > 0`,
+		"annotator B's page did not come back after a reload")
 	do(ctx, t, drv, "eval", map[string]any{"page": "a", "expr": `location.href = 'about:blank'`}, nil)
-	testrig.WaitFor(t, "annotator A's desktop to go back to the pool", func() bool {
+	testrig.WaitWithin(t, time.Minute, "annotator A's desktop to go back to the pool", func() bool {
 		return status(t, fmt.Sprintf("%s/d/%d/api/tasks", base, pages[0].desk), pages[0].deskToken) == 401
 	})
+	if code := status(t, fmt.Sprintf("%s/d/%d/api/tasks", base, pages[1].desk), pages[1].deskToken); code != 200 {
+		t.Errorf("annotator B's token after B reloaded its page: %d, want 200", code)
+	}
 	var leases struct {
 		Leases []struct {
 			Desktop int `json:"desktop"`
