@@ -92,6 +92,14 @@ func (p *Pool) studioTake(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := auth.WhoFrom(r.Context())
+	// One desktop per annotator: asking again (a second tab, the link
+	// opened anew) is the desktop they have, so one token cannot take
+	// the whole pool. Local mode has no one to tell apart.
+	if l := p.studioLeaseOf(who); l != nil {
+		p.log.Info("an annotator asked again; same desktop", "lease", l.ID, "desktop", l.Desktop, "who", who)
+		writeJSONTo(w, http.StatusOK, p.studioAnswer(l))
+		return
+	}
 	l, warm, err := p.claim(r.Context(), leaseRequest{})
 	switch {
 	case errors.Is(err, errAbandoned):
@@ -132,13 +140,34 @@ func (p *Pool) studioTake(w http.ResponseWriter, r *http.Request) {
 	p.leases[l.ID] = l
 	p.mu.Unlock()
 	p.kickRefill()
+	p.log.Info("desktop leased to an annotator", "lease", l.ID, "desktop", l.Desktop, "who", who, "warm", l.Warm)
+	writeJSONTo(w, http.StatusCreated, p.studioAnswer(l))
+}
+
+// studioLeaseOf is who's studio lease, if they hold one, noted as seen and
+// no longer leaving: they are back.
+func (p *Pool) studioLeaseOf(who string) *lease {
+	if p.local {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.leases {
+		if l.Annotator == who {
+			l.seen, l.leaving = time.Now(), time.Time{}
+			return l
+		}
+	}
+	return nil
+}
+
+func (p *Pool) studioAnswer(l *lease) studioLease {
 	q := url.Values{"lease": {l.ID}}
 	if l.token != "" {
 		q.Set("token", l.token)
 	}
-	p.log.Info("desktop leased to an annotator", "lease", l.ID, "desktop", l.Desktop, "who", who, "warm", l.Warm)
-	writeJSONTo(w, http.StatusCreated, studioLease{ID: l.ID, Desktop: l.Desktop, URL: l.Page + "?" + q.Encode(),
-		Token: l.token, Warm: l.Warm, Idle: p.studioIdle.String()})
+	return studioLease{ID: l.ID, Desktop: l.Desktop, URL: l.Page + "?" + q.Encode(),
+		Token: l.token, Warm: l.Warm, Idle: p.studioIdle.String()}
 }
 
 // studioGrace is how long a desktop stays its annotator's after their page
@@ -153,7 +182,8 @@ const studioGrace = 10 * time.Second
 func (p *Pool) studioGive(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if len(id) > maxLeaseID {
-		id = id[:16]
+		writeErr(w, http.StatusNotFound, fmt.Sprintf("no studio lease %q...: lease ids are 16 characters", id[:16]))
+		return
 	}
 	tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	p.mu.Lock()

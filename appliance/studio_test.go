@@ -87,6 +87,10 @@ func TestStudioLeases(t *testing.T) {
 	if want := "/d/" + strconv.Itoa(a.Desktop) + "/?"; !strings.HasPrefix(a.URL, want) || !strings.Contains(a.URL, "lease="+a.ID) || !strings.Contains(a.URL, "token="+a.Token) {
 		t.Errorf("A's page URL %q, want %s with lease= and token=", a.URL, want)
 	}
+	// Asking again is the desktop one has: one token cannot take the pool.
+	if again, code := studioLeaseFor(t, base, testAnnotators[0]); code != 200 || again.ID != a.ID || again.Token != a.Token {
+		t.Errorf("annotator A asking again: %d %+v, want 200 and A's lease %s", code, again, a.ID)
+	}
 	c, code := studioLeaseFor(t, base, testAnnotators[2])
 	if code != 503 || !strings.Contains(c.Error, "all 2 desktops are in use") {
 		t.Errorf("a third annotator on a pool of two: %d %+v, want 503 saying every desktop is in use", code, c)

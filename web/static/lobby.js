@@ -6,7 +6,7 @@
 const state = document.getElementById('lobby-state');
 const retry = document.getElementById('lobby-retry');
 
-/** lease asks POST /studio/lease; returns the answer or throws with the server's words. */
+/** lease asks POST /studio/lease (201: a desktop; 200: the one this annotator has); returns the answer or throws with the server's words. */
 export async function lease(token) {
   const r = await fetch('/studio/lease', {
     method: 'POST',
@@ -14,7 +14,7 @@ export async function lease(token) {
   });
   let body = {};
   try { body = await r.json(); } catch { /* an empty or non-JSON answer: say the status */ }
-  if (r.status !== 201) throw new Error(body.error || `the pool answered ${r.status}`);
+  if (r.status !== 201 && r.status !== 200) throw new Error(body.error || `the pool answered ${r.status}`);
   return body;
 }
 
