@@ -70,6 +70,9 @@ func TestConfig(t *testing.T) {
 		{"annotator token from env", nil, map[string]string{"DESKENV_ANNOTATOR_TOKEN": "ann-0123456789abcdef"}, func(c config) bool {
 			return c.AnnotatorToken == "ann-0123456789abcdef" && len(c.tokenFlags) == 0
 		}, ""},
+		{"studio idle", []string{"--desktops", "2", "--studio-idle", "90s"}, nil, func(c config) bool { return c.StudioIdle == 90*time.Second }, ""},
+		{"studio idle from env", []string{"--desktops", "2"}, map[string]string{"DESKENV_STUDIO_IDLE": "5m"}, func(c config) bool { return c.StudioIdle == 5*time.Minute }, ""},
+		{"bad studio idle", []string{"--desktops", "2", "--studio-idle", "-1s"}, nil, nil, "--studio-idle"},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
 		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
