@@ -26,9 +26,13 @@ import (
 func TestKillDuringRecording(t *testing.T) {
 	bin := buildBinary(t)
 	episodes, data := t.TempDir(), t.TempDir()
+	// A home of its own: the default one is shared by every deskenv on the
+	// machine, and another's reset may be restoring it while this one starts.
+	args := []string{"--addr", "127.0.0.1:0", "--no-stream", "--episodes", episodes, "--home", t.TempDir(),
+		"--operator-token", testOperator, "--agent-token", testAgent}
+	reachableHomes(t, args)
 	start := func() (*exec.Cmd, string) {
-		cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--no-stream", "--episodes", episodes, "--operator-token", testOperator,
-			"--agent-token", testAgent)
+		cmd := exec.Command(bin, args...)
 		cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+data)
 		base, _ := startAs(t, cmd)
 		return cmd, base
