@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // TestRuntimeLayout rebuilds the image's runtime stage on this host with
@@ -22,6 +24,13 @@ func TestRuntimeLayout(t *testing.T) {
 	if os.Getenv("DESKENV_SKIP_ROOT_TESTS") == "1" {
 		t.Skip("DESKENV_SKIP_ROOT_TESTS=1: the image's runtime layout is not checked")
 	}
+	// check-runtime.sh moves the machine's /var/lib/deskenv aside for its
+	// run: not while another package's tests run deskenv on it.
+	release, err := testrig.LockMachineState(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
 	root := repoRoot(t)
 	l := readLayout(t)
 	home, _ := l.getenv("DESKENV_HOME")
