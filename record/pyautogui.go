@@ -43,7 +43,7 @@ func pyautoguiCode(a hci.Action, modelW, modelH int) (code string, ok bool) {
 	case hci.ActScroll:
 		lines = []string{scrollCall(a, modelW, modelH)}
 	case hci.ActType:
-		lines = []string{"pyautogui.write(" + pyString(a.Text) + ")"}
+		lines = []string{"pyautogui.write(" + hci.PyString(a.Text) + ")"}
 	case hci.ActKey:
 		lines = keyCalls(a.Text)
 	case hci.ActHoldKey:
@@ -106,7 +106,7 @@ func keyCalls(text string) []string {
 		keys := strings.Split(chord, "+")
 		names := make([]string, len(keys))
 		for i, k := range keys {
-			names[i] = pyString(pyKey(k))
+			names[i] = hci.PyString(pyKey(k))
 		}
 		if len(names) == 1 {
 			out = append(out, "pyautogui.press("+names[0]+")")
@@ -121,8 +121,8 @@ func holdKey(a hci.Action) []string {
 	keys := strings.Split(a.Text, "+")
 	var down, up []string
 	for i, k := range keys {
-		down = append(down, "pyautogui.keyDown("+pyString(pyKey(k))+")")
-		up = append(up, "pyautogui.keyUp("+pyString(pyKey(keys[len(keys)-1-i]))+")")
+		down = append(down, "pyautogui.keyDown("+hci.PyString(pyKey(k))+")")
+		up = append(up, "pyautogui.keyUp("+hci.PyString(pyKey(keys[len(keys)-1-i]))+")")
 	}
 	return append(append(down, fmt.Sprintf("time.sleep(%s)", seconds(a.Duration))), up...)
 }
@@ -145,11 +145,11 @@ func withModifiers(a hci.Action, lines []string) []string {
 	keys := strings.Split(mods, "+")
 	out := make([]string, 0, len(lines)+2*len(keys))
 	for _, k := range keys {
-		out = append(out, "pyautogui.keyDown("+pyString(pyKey(k))+")")
+		out = append(out, "pyautogui.keyDown("+hci.PyString(pyKey(k))+")")
 	}
 	out = append(out, lines...)
 	for i := len(keys) - 1; i >= 0; i-- {
-		out = append(out, "pyautogui.keyUp("+pyString(pyKey(keys[i]))+")")
+		out = append(out, "pyautogui.keyUp("+hci.PyString(pyKey(keys[i]))+")")
 	}
 	return out
 }
@@ -173,34 +173,6 @@ func pyKey(k string) string {
 		return p
 	}
 	return strings.ToLower(k) // letters, digits, f1..f24 are spelled the same
-}
-
-// pyString is s as a Python string literal in single quotes.
-func pyString(s string) string {
-	var b strings.Builder
-	b.WriteByte('\'')
-	for _, r := range s {
-		switch r {
-		case '\\':
-			b.WriteString(`\\`)
-		case '\'':
-			b.WriteString(`\'`)
-		case '\n':
-			b.WriteString(`\n`)
-		case '\r':
-			b.WriteString(`\r`)
-		case '\t':
-			b.WriteString(`\t`)
-		default:
-			if r < 0x20 || r == 0x7f {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				b.WriteRune(r)
-			}
-		}
-	}
-	b.WriteByte('\'')
-	return b.String()
 }
 
 func seconds(d *float64) string {
