@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,21 +23,21 @@ func TestPyautoguiCode(t *testing.T) {
 		action hci.Action
 		want   string
 	}{
-		{hci.Action{Action: "left_click", Coordinate: []int{512, 200}}, "pyautogui.click(x=0.4000, y=0.2500)"},
+		{hci.Action{Action: "left_click", Coordinate: []int{512, 200}}, "pyautogui.click(x=0.4004, y=0.2506)"},
 		{hci.Action{Action: "left_click", Coordinate: []int{0, 0}, Text: "ctrl+shift"},
-			"pyautogui.keyDown('ctrl')\npyautogui.keyDown('shift')\npyautogui.click(x=0.0000, y=0.0000)\npyautogui.keyUp('shift')\npyautogui.keyUp('ctrl')"},
-		{hci.Action{Action: "right_click", Coordinate: []int{1280, 800}}, "pyautogui.rightClick(x=1.0000, y=1.0000)"},
-		{hci.Action{Action: "double_click", Coordinate: []int{640, 400}}, "pyautogui.doubleClick(x=0.5000, y=0.5000)"},
-		{hci.Action{Action: "triple_click", Coordinate: []int{640, 400}}, "pyautogui.tripleClick(x=0.5000, y=0.5000)"},
-		{hci.Action{Action: "middle_click", Coordinate: []int{640, 400}}, "pyautogui.middleClick(x=0.5000, y=0.5000)"},
-		{hci.Action{Action: "mouse_move", Coordinate: []int{128, 80}}, "pyautogui.moveTo(x=0.1000, y=0.1000)"},
+			"pyautogui.keyDown('ctrl')\npyautogui.keyDown('shift')\npyautogui.click(x=0.0004, y=0.0006)\npyautogui.keyUp('shift')\npyautogui.keyUp('ctrl')"},
+		{hci.Action{Action: "right_click", Coordinate: []int{1279, 799}}, "pyautogui.rightClick(x=0.9996, y=0.9994)"},
+		{hci.Action{Action: "double_click", Coordinate: []int{640, 400}}, "pyautogui.doubleClick(x=0.5004, y=0.5006)"},
+		{hci.Action{Action: "triple_click", Coordinate: []int{640, 400}}, "pyautogui.tripleClick(x=0.5004, y=0.5006)"},
+		{hci.Action{Action: "middle_click", Coordinate: []int{640, 400}}, "pyautogui.middleClick(x=0.5004, y=0.5006)"},
+		{hci.Action{Action: "mouse_move", Coordinate: []int{128, 80}}, "pyautogui.moveTo(x=0.1004, y=0.1006)"},
 		{hci.Action{Action: "left_click_drag", StartCoordinate: []int{128, 80}, Coordinate: []int{256, 160}},
-			"pyautogui.moveTo(x=0.1000, y=0.1000)\npyautogui.dragTo(x=0.2000, y=0.2000, button='left')"},
+			"pyautogui.moveTo(x=0.1004, y=0.1006)\npyautogui.dragTo(x=0.2004, y=0.2006, button='left')"},
 		{hci.Action{Action: "left_mouse_down"}, "pyautogui.mouseDown(button='left')"},
-		{hci.Action{Action: "left_mouse_up", Coordinate: []int{128, 80}}, "pyautogui.moveTo(x=0.1000, y=0.1000)\npyautogui.mouseUp(button='left')"},
-		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "down", ScrollAmount: amount(5)}, "pyautogui.scroll(-5, x=0.5000, y=0.5000)"},
-		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "up", ScrollAmount: amount(2)}, "pyautogui.scroll(2, x=0.5000, y=0.5000)"},
-		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "left", ScrollAmount: amount(1)}, "pyautogui.hscroll(-1, x=0.5000, y=0.5000)"},
+		{hci.Action{Action: "left_mouse_up", Coordinate: []int{128, 80}}, "pyautogui.moveTo(x=0.1004, y=0.1006)\npyautogui.mouseUp(button='left')"},
+		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "down", ScrollAmount: amount(5)}, "pyautogui.scroll(-5, x=0.5004, y=0.5006)"},
+		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "up", ScrollAmount: amount(2)}, "pyautogui.scroll(2, x=0.5004, y=0.5006)"},
+		{hci.Action{Action: "scroll", Coordinate: []int{640, 400}, ScrollDirection: "left", ScrollAmount: amount(1)}, "pyautogui.hscroll(-1, x=0.5004, y=0.5006)"},
 		{hci.Action{Action: "type", Text: "it's a <b> & c\\d\n"}, `pyautogui.write('it\'s a <b> & c\\d\n')`},
 		{hci.Action{Action: "key", Text: "ctrl+shift+t"}, "pyautogui.hotkey('ctrl', 'shift', 't')"},
 		{hci.Action{Action: "key", Text: "Return Return"}, "pyautogui.press('enter')\npyautogui.press('enter')"},
@@ -115,6 +116,27 @@ func TestExportAgentNet(t *testing.T) {
 		}
 		if _, err := os.Stat(filepath.Join(filepath.Dir(out), s.Image)); err != nil {
 			t.Errorf("step %d's image %s is not where the path says: %v", i, s.Image, err)
+		}
+	}
+}
+
+// Every pixel written as AgentNet's four-decimal fractions reads back to the
+// same pixel through hci.Space.FromFraction, the rule the pyautogui tool uses,
+// on the model sizes deskenv scales to and on a wide screen.
+func TestAgentNetFractionsRoundTrip(t *testing.T) {
+	for _, m := range [][2]int{{1024, 768}, {1280, 800}, {1366, 768}, {3840, 2160}} {
+		sp := hci.Space{ScreenW: m[0], ScreenH: m[1], ModelW: m[0], ModelH: m[1]}
+		for p := range max(m[0], m[1]) {
+			x, y := min(p, m[0]-1), min(p, m[1]-1)
+			var fx, fy float64
+			xy := normXY([]int{x, y}, m[0], m[1])
+			if _, err := fmt.Sscanf(xy, "x=%g, y=%g", &fx, &fy); err != nil {
+				t.Fatalf("%v: %q: %v", m, xy, err)
+			}
+			gx, gy, err := sp.FromFraction(fx, fy)
+			if err != nil || gx != x || gy != y {
+				t.Fatalf("%v: (%d, %d) written %q reads back as (%d, %d), %v", m, x, y, xy, gx, gy, err)
+			}
 		}
 	}
 }

@@ -56,12 +56,19 @@ func pyautoguiCode(a hci.Action, modelW, modelH int) (code string, ok bool) {
 	return strings.Join(withModifiers(a, lines), "\n"), true
 }
 
-// normXY is "x=0.4100, y=0.2200": a model-space point on AgentNet's 0..1 grid.
+// normXY is "x=0.4004, y=0.2506": a model-space point as AgentNet's 0..1
+// fractions with its four decimals. The fraction is the pixel's centre
+// (hci.Space.ToFraction), the rule the pyautogui tool reads fractions back
+// with: four decimals are within 0.00005·W of the centre, under half a pixel
+// on any axis narrower than 10,000 pixels, so the point comes back to the same
+// pixel. Written as x/W it came back one pixel short whenever the rounding
+// went down.
 func normXY(c []int, w, h int) string {
 	if len(c) != 2 || w <= 0 || h <= 0 {
 		return ""
 	}
-	return fmt.Sprintf("x=%.4f, y=%.4f", float64(c[0])/float64(w), float64(c[1])/float64(h))
+	fx, fy := hci.Space{ModelW: w, ModelH: h}.ToFraction(c[0], c[1])
+	return fmt.Sprintf("x=%.4f, y=%.4f", fx, fy)
 }
 
 func mouseButton(a hci.Action, w, h int) []string {
