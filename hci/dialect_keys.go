@@ -37,6 +37,8 @@ var dialectKeys = map[string]string{
 	// Characters by name (Playwright, pyautogui) and the two OpenAI's sample app maps.
 	" ": "space", "\n": "Return", "\r": "Return", "\t": "Tab",
 	"semicolon": "semicolon", "equals": "equal", "/": "slash", "\\": "backslash", "+": "plus",
+	"-": "minus", "=": "equal", ",": "comma", ".": "period", ";": "semicolon", "'": "apostrophe",
+	"`": "grave", "[": "bracketleft", "]": "bracketright",
 	// The keypad (Playwright's and pyautogui's names).
 	"multiply": "KP_Multiply", "add": "KP_Add", "separator": "KP_Separator", "subtract": "KP_Subtract",
 	"decimal": "KP_Decimal", "divide": "KP_Divide",
@@ -72,6 +74,22 @@ var dialectKeyNames = map[string][3]string{
 	"caps_lock": {"CAPSLOCK", "CapsLock", "capslock"}, "print": {"PRINTSCREEN", "PrintScreen", "printscreen"},
 }
 
+// pyautoguiKeyNames are canonical names pyautogui spells in its own way
+// (KEYBOARD_KEYS) and the other dialects take as they are: its right-hand
+// modifiers, the keypad's Enter, and punctuation keys by their character.
+// The AgentNet export (package record) writes keys through SayKey too, so a
+// name added here is said alike in both.
+var pyautoguiKeyNames = map[string]string{
+	"control_r": "ctrlright", "shift_r": "shiftright", "alt_r": "altright", "super_r": "winright",
+	"kp_enter": "enter", "iso_left_tab": "tab", "esc": "esc", "del": "delete", "menu": "apps",
+	"minus": "-", "equal": "=", "plus": "+", "comma": ",", "period": ".", "slash": "/",
+	"backslash": "\\", "semicolon": ";", "apostrophe": "'", "grave": "`", "bracketleft": "[", "bracketright": "]",
+}
+
+// SayKey spells one canonical key name (an xdotool name or one of hci's
+// aliases) as dialect names it; a name no table knows is written as it is.
+func SayKey(dialect, name string) (string, error) { return sayKey(dialect, name) }
+
 // sayKey spells one canonical key name in dialect.
 func sayKey(dialect, k string) (string, error) {
 	if k == "" {
@@ -80,6 +98,9 @@ func sayKey(dialect, k string) (string, error) {
 	col := map[string]int{DialectOpenAI: 0, DialectGemini: 1, DialectPyAutoGUI: 2}[dialect]
 	if n, ok := dialectKeyNames[strings.ToLower(k)]; ok {
 		return n[col], nil
+	}
+	if n, ok := pyautoguiKeyNames[strings.ToLower(k)]; ok && dialect == DialectPyAutoGUI {
+		return n, nil
 	}
 	if r, size := utf8.DecodeRuneInString(k); size == len(k) && unicode.IsLetter(r) && dialect != DialectPyAutoGUI {
 		// OpenAI and Gemini name a letter key in capitals, without case.

@@ -55,6 +55,8 @@ func sayCases() []sayCase {
 		{name: "key alt+Left", acts: []string{`{"action":"key","text":"alt+Left"}`}},
 		{name: "key F5", acts: []string{`{"action":"key","text":"F5"}`}},
 		{name: "key super", acts: []string{`{"action":"key","text":"super"}`}},
+		{name: "key ctrl+minus", acts: []string{`{"action":"key","text":"ctrl+minus"}`}},
+		{name: "key Control_R", acts: []string{`{"action":"key","text":"Control_R"}`}},
 		{name: "keys in turn", acts: []string{`{"action":"key","text":"Down Down"}`},
 			// OpenAI and Gemini press one chord a call: two key actions.
 			want: map[string][]string{oa: {`{"action":"key","text":"Down"}`, `{"action":"key","text":"Down"}`},

@@ -161,25 +161,14 @@ func withModifiers(a hci.Action, lines []string) []string {
 	return out
 }
 
-// pyKeys maps xdotool keysym names (and deskenv's aliases) to pyautogui's.
-var pyKeys = map[string]string{
-	"return": "enter", "enter": "enter", "kp_enter": "enter", "escape": "esc", "esc": "esc",
-	"backspace": "backspace", "tab": "tab", "iso_left_tab": "tab", "delete": "delete", "del": "delete",
-	"insert": "insert", "home": "home", "end": "end", "page_up": "pageup", "prior": "pageup",
-	"page_down": "pagedown", "next": "pagedown", "up": "up", "down": "down", "left": "left", "right": "right",
-	"space": "space", "ctrl": "ctrl", "control": "ctrl", "control_l": "ctrlleft", "control_r": "ctrlright",
-	"alt": "alt", "alt_l": "altleft", "alt_r": "altright", "shift": "shift", "shift_l": "shiftleft",
-	"shift_r": "shiftright", "super": "win", "super_l": "winleft", "super_r": "winright", "cmd": "win",
-	"meta": "win", "win": "win", "caps_lock": "capslock", "menu": "apps", "print": "printscreen",
-	"minus": "-", "equal": "=", "plus": "+", "comma": ",", "period": ".", "slash": "/",
-	"backslash": "\\", "semicolon": ";", "apostrophe": "'", "grave": "`", "bracketleft": "[", "bracketright": "]",
-}
-
+// pyKey spells a recorded key name as pyautogui does, through the dialect
+// writer's table (hci.SayKey), lower-cased as AgentNet's code is.
 func pyKey(k string) string {
-	if p, ok := pyKeys[strings.ToLower(k)]; ok {
-		return p
+	n, err := hci.SayKey(hci.DialectPyAutoGUI, k)
+	if err != nil {
+		return strings.ToLower(k)
 	}
-	return strings.ToLower(k) // letters, digits, f1..f24 are spelled the same
+	return strings.ToLower(n)
 }
 
 func seconds(d *float64) string {
