@@ -59,7 +59,7 @@ type stack struct {
 func startStack(ctx context.Context, t *testing.T, tasks []*task.Task) *stack {
 	t.Helper()
 	testrig.NeedTools(t, "openbox", "xterm", "xdotool")
-	home := sessionHome(t)
+	home := testrig.SessionHome(t)
 	d := testrig.Display(t, display.Config{Home: home, WindowManager: []string{"openbox"}, Apps: [][]string{{"xterm"}}})
 	ex, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
@@ -152,8 +152,8 @@ func solvers() []solver {
 func TestSameTaskEveryDialect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
-	bin := buildDeskenv(ctx, t, root)
+	root := testrig.ModuleRoot(t)
+	bin := testrig.BuildDeskenv(ctx, t)
 	tasks, err := task.Load(filepath.Join(root, "tasks"))
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestSameTaskEveryDialect(t *testing.T) {
 	// deskenv replay of the episode Gemini recorded (its steps are
 	// canonical) on a fresh desktop of the binary's own making.
 	gem := recorded[hci.DialectGemini]
-	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", sessionHome(t), "--out", t.TempDir(), gem.Dir)
+	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", testrig.SessionHome(t), "--out", t.TempDir(), gem.Dir)
 	replay.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	out, err := replay.CombinedOutput()
 	t.Logf("deskenv replay of %s:\n%s", gem.Meta.ID, out)
@@ -423,56 +423,4 @@ func windowRect(ctx context.Context, t *testing.T, d *display.Display, title str
 		t.Fatalf("no window %q: %s", title, out)
 	}
 	return v["X"], v["Y"], v["WIDTH"], v["HEIGHT"]
-}
-
-// buildDeskenv builds the appliance's binary into the test's temp dir.
-func buildDeskenv(ctx context.Context, t *testing.T, root string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "deskenv")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build deskenv: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// moduleRoot is the directory holding go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
-
-// sessionHome is a home the desktop's session user can reach (as root,
-// deskenv runs the session as a user of its own, and t.TempDir's parents
-// are closed to others), with one prompt whoever runs the shell, so the
-// replay's screens match the recording's.
-func sessionHome(t *testing.T) string {
-	t.Helper()
-	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("PS1='$ '\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() != 0 {
-		return home
-	}
-	for d := home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o011 != 0o011 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return home
 }

@@ -34,7 +34,7 @@ func TestAgentStepsKeepReturnedScreenshots(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d := testrig.Display(t, display.Config{Width: 800, Height: 600, WindowManager: []string{},
-		Apps: [][]string{{"xterm", "-geometry", "80x24+0+0", "-T", "deskenv terminal"}}, Home: sessionHome(t)})
+		Apps: [][]string{{"xterm", "-geometry", "80x24+0+0", "-T", "deskenv terminal"}}, Home: testrig.SessionHome(t)})
 	space, err := hci.NewSpace(800, 600, "off")
 	if err != nil {
 		t.Fatal(err)

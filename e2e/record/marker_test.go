@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // TestRecordingMarker runs the appliance with an operator and a viewer
@@ -22,11 +24,11 @@ import (
 func TestRecordingMarker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bin := buildDeskenv(ctx, t)
+	bin := testrig.BuildDeskenv(ctx, t)
 	const op, viewer = "op-secret-0123456789", "viewer-secret-0123456789"
 	episodes := t.TempDir()
 	cmd := exec.CommandContext(ctx, bin, "--addr", "127.0.0.1:0", "--operator-token", op, "--viewer-token", viewer,
-		"--home", sessionHome(t), "--episodes", episodes, "--apps", "")
+		"--home", testrig.SessionHome(t), "--episodes", episodes, "--apps", "")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

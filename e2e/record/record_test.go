@@ -30,35 +30,6 @@ import (
 	"github.com/deskenv/deskenv/task"
 )
 
-// buildDeskenv builds the appliance's binary into the test's temp dir.
-func buildDeskenv(ctx context.Context, t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "deskenv")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
-	build.Dir = moduleRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build deskenv: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// moduleRoot is the directory holding go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
-
 // checkDuckDB fails the test, saying how to fix it, when the npm package is
 // missing: `make test` installs it, so this is never a skip.
 func checkDuckDB(t *testing.T, dir string) {
@@ -91,7 +62,7 @@ type duck struct {
 
 func readWithDuckDB(t *testing.T, file string) duck {
 	t.Helper()
-	dir := filepath.Join(moduleRoot(t), "e2e", "record")
+	dir := filepath.Join(testrig.ModuleRoot(t), "e2e", "record")
 	checkDuckDB(t, dir)
 	cmd := exec.Command("node", filepath.Join(dir, "check.mjs"), file)
 	cmd.Dir = dir
@@ -218,15 +189,15 @@ func TestParquetReadByDuckDB(t *testing.T) {
 func TestBrowserDemoReplays(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
-	bin := buildDeskenv(ctx, t)
+	root := testrig.ModuleRoot(t)
+	bin := testrig.BuildDeskenv(ctx, t)
 	tasks, err := task.Load(filepath.Join(root, "tasks"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	// The appliance's desktop: openbox and an xterm, a home of its own.
-	home := sessionHome(t)
+	home := testrig.SessionHome(t)
 	st := startStack(ctx, t, home, tasks)
 	episodes := t.TempDir()
 	// The wiring the appliance does: the recorder follows the control
@@ -322,7 +293,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	}
 
 	// Replay on a fresh desktop of the appliance's own making.
-	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", sessionHome(t),
+	replay := exec.CommandContext(ctx, bin, "replay", "--tasks", filepath.Join(root, "tasks"), "--home", testrig.SessionHome(t),
 		"--out", t.TempDir(), recEp.Dir())
 	replay.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	out, err := replay.CombinedOutput()
@@ -362,29 +333,4 @@ func windowCentre(ctx context.Context, t *testing.T, d *display.Display, title s
 		t.Fatalf("no window %q: %s", title, out)
 	}
 	return v["X"] + v["WIDTH"]/2, v["Y"] + v["HEIGHT"]/2
-}
-
-// sessionHome is a home the desktop's session user can reach: as root,
-// deskenv runs the session as a user of its own, and t.TempDir's parents
-// are closed to others (0700), so they are opened for traversal (o+x) only.
-// Its .bashrc sets one prompt whoever runs the shell: the recording's xterm
-// runs as this test's user, the replay's as deskenv's session user, and
-// bash's default prompt names the user (the screens would differ by it).
-func sessionHome(t *testing.T) string {
-	t.Helper()
-	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("PS1='$ '\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if os.Geteuid() != 0 {
-		return home
-	}
-	for d := home; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o011 != 0o011 {
-			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return home
 }

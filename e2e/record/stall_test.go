@@ -26,11 +26,11 @@ import (
 func TestBrowserDemoThroughAStall(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	tasks, err := task.Load(filepath.Join(moduleRoot(t), "tasks"))
+	tasks, err := task.Load(filepath.Join(testrig.ModuleRoot(t), "tasks"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	home := sessionHome(t)
+	home := testrig.SessionHome(t)
 	st := startStack(ctx, t, home, tasks)
 	rec, err := record.New(t.TempDir(), st.exec, st.shooter, st.capt, record.Options{Lifecycle: st.lc})
 	if err != nil {

@@ -27,8 +27,8 @@ func TestAnnotatorsInPool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	testrig.NeedTools(t, "openbox", "xterm", "xdotool")
-	root := moduleRoot(t)
-	bin := buildDeskenv(ctx, t, root)
+	root := testrig.ModuleRoot(t)
+	bin := testrig.BuildDeskenv(ctx, t)
 
 	const operator = "operator-0123456789abcdef"
 	home := reachable(t)

@@ -58,8 +58,8 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	testrig.NeedTools(t, "openbox", "xterm", "xdotool")
-	root := moduleRoot(t)
-	bin := buildDeskenv(ctx, t, root)
+	root := testrig.ModuleRoot(t)
+	bin := testrig.BuildDeskenv(ctx, t)
 
 	// The X server is the test's, so it can find the terminal with
 	// xdotool; deskenv attaches to it (--display) as it would to a
@@ -472,8 +472,8 @@ func abs(x float64) float64 {
 func TestViewerSeesNoPanel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	root := moduleRoot(t)
-	bin := buildDeskenv(ctx, t, root)
+	root := testrig.ModuleRoot(t)
+	bin := testrig.BuildDeskenv(ctx, t)
 	d := testrig.Display(t, display.Config{})
 	const viewer = "viewer-0123456789abcdef"
 	base := startDeskenv(t, bin, d, "--display", d.Name(), "--wm", "", "--apps", "", "--home", t.TempDir(),
@@ -510,35 +510,6 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.buf.String() }
-
-// buildDeskenv builds the appliance's binary into the test's temp dir.
-func buildDeskenv(ctx context.Context, t *testing.T, root string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "deskenv")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/deskenv")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build deskenv: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// moduleRoot is the directory holding go.mod.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", wd)
-		}
-	}
-}
 
 // startDeskenv runs bin with args on 127.0.0.1's free port, attached to d,
 // until the test ends (SIGTERM), and returns its base URL once it is ready.
