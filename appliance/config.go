@@ -57,9 +57,14 @@ type Config struct {
 	Preset      string
 	ICEServers  string
 	NAT1To1     string
-	UDPPort     int
-	Policy      string
-	NoStream    bool
+	// TURNSecretFile holds the secret shared with the TURN server of
+	// ICEServers: credentials are minted per viewer for TURNTTL (stream's
+	// TURNSecret). A file, so the secret is on no command line.
+	TURNSecretFile string
+	TURNTTL        time.Duration
+	UDPPort        int
+	Policy         string
+	NoStream       bool
 	// MinBitrateKbps and MaxBitrateKbps bound congestion control (0: the
 	// stream's defaults, 300 and BitrateKbps); FixedBitrate turns it off.
 	MinBitrateKbps, MaxBitrateKbps int

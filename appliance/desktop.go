@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -207,7 +209,12 @@ func (a *Desktop) startStream(context.Context) (err error) {
 	if a.cfg.NoStream {
 		return nil
 	}
+	secret, err := readSecret(a.cfg.TURNSecretFile)
+	if err != nil {
+		return fmt.Errorf("--turn-secret-file: %w", err)
+	}
 	a.stream, err = stream.New(a.display, a.exec, stream.Config{
+		TURNSecret: secret, TURNTTL: a.cfg.TURNTTL,
 		FPS: a.cfg.FPS, BitrateKbps: a.cfg.BitrateKbps, Preset: a.cfg.Preset,
 		MinBitrateKbps: a.cfg.MinBitrateKbps, MaxBitrateKbps: a.cfg.MaxBitrateKbps, FixedBitrate: a.cfg.FixedBitrate,
 		ICEServers: splitList(a.cfg.ICEServers, ","), NAT1To1IPs: splitList(a.cfg.NAT1To1, ","),
@@ -394,4 +401,22 @@ func toolResult(res *mcp.CallToolResult) (control.ToolResult, error) {
 		out.Content = append(out.Content, b)
 	}
 	return out, nil
+}
+
+// readSecret reads a secret from file (its surrounding white space trimmed);
+// "" gives "". An empty file is an error rather than no secret, since the
+// one who named it meant one.
+func readSecret(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read the secret: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("%s is empty: put the TURN server's shared secret in it", file)
+	}
+	return secret, nil
 }

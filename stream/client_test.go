@@ -159,6 +159,10 @@ type clientOptions struct {
 	// instead of the depacketizers.
 	api     *webrtc.API
 	onTrack func(*webrtc.TrackRemote, *webrtc.RTPReceiver)
+	// relayOnly makes the peer connection with the hello's ICE servers and
+	// relay candidates only, as a browser behind a NAT that only TURN gets
+	// through.
+	relayOnly bool
 }
 
 func clientAPI(t testing.TB, vp8Only bool) *webrtc.API {
@@ -222,7 +226,14 @@ func join(t testing.TB, e *env, o clientOptions) *client {
 	if api == nil {
 		api = clientAPI(t, o.vp8Only)
 	}
-	pc, err := api.NewPeerConnection(webrtc.Configuration{})
+	var pcCfg webrtc.Configuration
+	if o.relayOnly {
+		pcCfg.ICETransportPolicy = webrtc.ICETransportPolicyRelay
+		for _, is := range h.ICEServers {
+			pcCfg.ICEServers = append(pcCfg.ICEServers, webrtc.ICEServer{URLs: is.URLs, Username: is.Username, Credential: is.Credential})
+		}
+	}
+	pc, err := api.NewPeerConnection(pcCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

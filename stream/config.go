@@ -76,6 +76,18 @@ type Config struct {
 	// ICEServers are STUN/TURN URLs given to browsers and used by the
 	// server: "stun:host:3478", "turn:user:password@host:3478?transport=udp".
 	ICEServers []string
+	// TURNSecret, when set, is the secret a TURN server shares with deskenv
+	// (coturn's static-auth-secret with use-auth-secret): every TURN server
+	// of ICEServers given without credentials gets, for each viewer, a user
+	// name "<expiry>:deskenv-<viewer>" and its HMAC-SHA1 password, the TURN
+	// REST scheme (draft-uberti-behave-turn-rest-00), so no static TURN
+	// password reaches a page and what a viewer is given stops working after
+	// TURNTTL.
+	TURNSecret string
+	// TURNTTL is how long minted TURN credentials last; zero means
+	// DefaultTURNTTL. A TURN server refuses to refresh an allocation whose
+	// credentials expired, so it bounds how long a relayed viewer can stay.
+	TURNTTL time.Duration
 	// NAT1To1IPs are public addresses announced as host candidates instead
 	// of the machine's own, for a server behind a 1:1 NAT (a cloud VM).
 	NAT1To1IPs []string
@@ -134,6 +146,9 @@ const (
 	// lost in turn; half a second is about one round trip of a bad mobile
 	// link plus a decode, the soonest a second request can mean anything.
 	DefaultKeyframeEvery = 500 * time.Millisecond
+	// DefaultTURNTTL is the draft's suggested lifetime of TURN REST
+	// credentials: a working day's session relayed without a reconnect.
+	DefaultTURNTTL = 24 * time.Hour
 )
 
 var presets = []string{"ultrafast", "superfast", "veryfast", "faster", "fast", "medium"}
@@ -153,7 +168,11 @@ func (c Config) withDefaults() (Config, error) {
 	if policyErr == nil {
 		c.Policy = policy
 	}
-	iceErr := firstErr(c.ICEServers, func(u string) error { _, err := parseICEServer(u); return err })
+	c.TURNTTL = orDefault(c.TURNTTL, DefaultTURNTTL)
+	iceErr := firstErr(c.ICEServers, func(u string) error { _, err := parseICEServer(u, c.TURNSecret != ""); return err })
+	if iceErr == nil && c.TURNSecret != "" && !slices.ContainsFunc(c.ICEServers, mintsFor) {
+		iceErr = fmt.Errorf("stream: a TURN secret is set but no TURN server takes minted credentials: add turn:host:port (without user:password) to the ICE servers")
+	}
 	natErr := firstErr(c.NAT1To1IPs, checkIP)
 	// In the order of the fields, so the first wrong one is reported.
 	checks := []struct {
@@ -167,6 +186,7 @@ func (c Config) withDefaults() (Config, error) {
 		{!slices.Contains(presets, c.Preset), fmt.Errorf("stream: Preset %q is not known: use one of %s", c.Preset, strings.Join(presets, ", "))},
 		{iceErr != nil, iceErr},
 		{natErr != nil, natErr},
+		{c.TURNTTL < time.Minute || c.TURNTTL > 7*24*time.Hour, fmt.Errorf("stream: TURNTTL %v is out of range: use 1m..168h", c.TURNTTL)},
 		{outside(c.UDPPort, 0, 65535), fmt.Errorf("stream: UDPPort %d is out of range: use 1..65535, or 0 for ephemeral ports", c.UDPPort)},
 		{c.MaxViewers < 1, fmt.Errorf("stream: MaxViewers %d must be at least 1", c.MaxViewers)},
 		{policyErr != nil, fmt.Errorf("stream: Policy: %w", policyErr)},
@@ -235,11 +255,14 @@ func (c Config) videoSize(sw, sh int) (int, int, error) {
 // iceServer is one parsed ICEServers entry.
 type iceServer struct {
 	URL, Username, Credential string
+	// Minted: a TURN server whose credentials are made for each viewer.
+	Minted bool
 }
 
 // parseICEServer reads "stun:host:port" or "turn[s]:user:pass@host:port?..."
-// and checks the scheme.
-func parseICEServer(s string) (iceServer, error) {
+// and checks the scheme. A TURN server without credentials is taken only
+// when they are minted (minted: a TURN secret is set).
+func parseICEServer(s string, minted bool) (iceServer, error) {
 	scheme, rest, ok := strings.Cut(s, ":")
 	scheme = strings.ToLower(scheme)
 	if !ok || rest == "" {
@@ -265,8 +288,16 @@ func parseICEServer(s string) (iceServer, error) {
 			return iceServer{}, fmt.Errorf("stream: ICE server %q: password: %w", s, err)
 		}
 	}
-	if out.Username == "" {
-		return iceServer{}, fmt.Errorf("stream: TURN server %q has no credentials: use turn:user:password@host:port", s)
+	if out.Username == "" && !minted {
+		return iceServer{}, fmt.Errorf("stream: TURN server %q has no credentials: use turn:user:password@host:port, or a TURN secret to mint them for each viewer", s)
 	}
+	out.Minted = out.Username == ""
 	return out, nil
+}
+
+// mintsFor tells whether ICE server u is a TURN server that takes minted
+// credentials (one given without user:password).
+func mintsFor(u string) bool {
+	is, err := parseICEServer(u, true)
+	return err == nil && is.Minted
 }

@@ -102,7 +102,7 @@ func (v *viewer) onOffer(m clientMsg) {
 		v.sendError(CodeBadMessage, "this session already negotiated its peer connection: open a new websocket to start over")
 		return
 	}
-	pc, bwe, err := s.bwes.newPeer(s.api, webrtc.Configuration{ICEServers: s.iceServers})
+	pc, bwe, err := s.bwes.newPeer(s.api, webrtc.Configuration{ICEServers: v.ice})
 	if err != nil {
 		v.sendError(CodeInternal, "cannot create a peer connection: %v", err)
 		return

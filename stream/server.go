@@ -82,12 +82,11 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 
-	api        *webrtc.API
-	codecs     []sendCodec // most preferred first
-	udpConn    net.PacketConn
-	udpMux     ice.UDPMux
-	iceServers []webrtc.ICEServer
-	helloICE   []iceServerMsg
+	api     *webrtc.API
+	codecs  []sendCodec // most preferred first
+	udpConn net.PacketConn
+	udpMux  ice.UDPMux
+	ice     []iceServer // as configured; see viewerICE
 
 	video    *pipeline
 	bwes     estimators
@@ -150,9 +149,8 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 	s.policy.Store(cfg.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for _, u := range cfg.ICEServers {
-		is, _ := parseICEServer(u) // checked by withDefaults
-		s.iceServers = append(s.iceServers, webrtc.ICEServer{URLs: []string{is.URL}, Username: is.Username, Credential: is.Credential})
-		s.helloICE = append(s.helloICE, iceServerMsg{URLs: []string{is.URL}, Username: is.Username, Credential: is.Credential})
+		is, _ := parseICEServer(u, cfg.TURNSecret != "") // checked by withDefaults
+		s.ice = append(s.ice, is)
 	}
 	s.capt = cfg.Capturer
 	if s.capt == nil {

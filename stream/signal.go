@@ -39,6 +39,7 @@ type viewer struct {
 	since    time.Time
 	remote   string
 	log      *slog.Logger
+	ice      []webrtc.ICEServer // its peer connection's, minted for it (viewerICE)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -161,6 +162,13 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 	s.nextID++
 	v.id = "v" + strconv.FormatUint(s.nextID, 10)
 	v.log = s.log.With("viewer", v.id)
+	ice, helloICE, err := s.viewerICE(v.id)
+	if err != nil {
+		s.mu.Unlock()
+		refuse(ws, CodeInternal, err.Error(), websocket.CloseInternalServerErr)
+		return
+	}
+	v.ice = ice
 	s.viewers[v.id] = v
 	s.sessions.Add(1)
 	// The hello is queued before anyone else can broadcast to v, so it is
@@ -170,11 +178,8 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 		Type: "hello", ID: v.id, Role: role, ViewOnly: viewOnly,
 		Screen:     sizeMsg{W: sw, H: sh},
 		Video:      videoMsg{W: vw, H: vh, Codec: s.codecs[0].Name}, // preferred; the answer says which the offer got
-		ICEServers: s.helloICE,
+		ICEServers: helloICE,
 		Control:    s.controlStateLocked().forRole(role),
-	}
-	if hello.ICEServers == nil {
-		hello.ICEServers = []iceServerMsg{}
 	}
 	v.sendJSON(hello)
 	s.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pion/webrtc/v4"
 )
@@ -23,6 +24,9 @@ func TestConfigDefaults(t *testing.T) {
 		{name: "ice scheme", cfg: Config{ICEServers: []string{"http://x"}}, err: `has scheme "http"`},
 		{name: "turn without credentials", cfg: Config{ICEServers: []string{"turn:host:3478"}}, err: "has no credentials"},
 		{name: "turn", cfg: Config{ICEServers: []string{"turn:u:p@host:3478?transport=udp", "stun:stun.example:3478"}}},
+		{name: "turn secret", cfg: Config{ICEServers: []string{"turn:host:3478"}, TURNSecret: "s3cret"}},
+		{name: "turn secret, no server for it", cfg: Config{ICEServers: []string{"turn:u:p@host:3478"}, TURNSecret: "s3cret"}, err: "no TURN server takes minted credentials"},
+		{name: "turn ttl", cfg: Config{ICEServers: []string{"turn:host:3478"}, TURNSecret: "s3cret", TURNTTL: time.Second}, err: "TURNTTL 1s is out of range"},
 		{name: "nat ip", cfg: Config{NAT1To1IPs: []string{"1.2.3"}}, err: `"1.2.3" is not an IP address`},
 		{name: "udp port", cfg: Config{UDPPort: 70000}, err: "UDPPort 70000 is out of range"},
 		{name: "viewers", cfg: Config{MaxViewers: -1}, err: "MaxViewers -1"},
@@ -53,6 +57,7 @@ func TestConfigDefaults(t *testing.T) {
 func TestParseICEServer(t *testing.T) {
 	tests := []struct {
 		in       string
+		minted   bool // a TURN secret is set
 		url      string
 		user, pw string
 		err      string
@@ -61,12 +66,14 @@ func TestParseICEServer(t *testing.T) {
 		{in: "turn:alice:s%40cret@turn.example:3478?transport=tcp", url: "turn:turn.example:3478?transport=tcp", user: "alice", pw: "s@cret"},
 		{in: "turns:bob:pw@turn.example:5349", url: "turns:turn.example:5349", user: "bob", pw: "pw"},
 		{in: "turn:turn.example", err: "no credentials"},
+		{in: "turn:turn.example:3478", minted: true, url: "turn:turn.example:3478"},
+		{in: "turn:carol:pw@turn.example:3478", minted: true, url: "turn:turn.example:3478", user: "carol", pw: "pw"},
 		{in: "stun", err: "is not a URL"},
 		{in: "ws://x", err: `scheme "ws"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			got, err := parseICEServer(tt.in)
+			got, err := parseICEServer(tt.in, tt.minted)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

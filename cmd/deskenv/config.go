@@ -88,6 +88,8 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	str(&c.Preset, "preset", "x264 preset: ultrafast or superfast")
 	str(&c.ICEServers, "ice-servers", "STUN/TURN URLs for WebRTC, comma-separated (none needed on localhost)")
 	str(&c.NAT1To1, "nat-1to1", "public IP addresses to announce for WebRTC when behind 1:1 NAT, comma-separated")
+	str(&c.TURNSecretFile, "turn-secret-file", "file holding the secret shared with the TURN server of --ice-servers (coturn's static-auth-secret): each viewer gets credentials of its own for --turn-ttl instead of a static TURN password")
+	dur(&c.TURNTTL, "turn-ttl", "how long the TURN credentials minted for a viewer last (1m..168h; 0: 24h)")
 	num(&c.UDPPort, "udp-port", "serve all WebRTC media on this one UDP port (0: ephemeral ports); in pool mode desktop i uses this port + i")
 	str(&c.Policy, "policy", "who may act: shared (agent and the person in control), human (agent actions refused while a person has control), agent (people watch only)")
 	fs.BoolVar(&c.NoStream, "no-stream", c.NoStream, "do not serve the browser stream"+envNote("no-stream"))
