@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -39,6 +40,7 @@ type damageWatch struct {
 	last    time.Time   // when the last damage event was read (or found by check)
 	waiters int         // settles waiting now
 	closed  bool
+	feeds   map[*DamageFeed]struct{}
 
 	ctx  context.Context
 	stop context.CancelFunc
@@ -185,6 +187,7 @@ func (w *damageWatch) watch(x *damageConn) {
 		if w.waiters > 0 {
 			damage.Subtract(x.c, x.dmg, 0, 0)
 		}
+		w.notifyLocked()
 		w.mu.Unlock()
 	}
 	w.mu.Lock()
@@ -212,7 +215,19 @@ func (w *damageWatch) install(x *damageConn) bool {
 	if w.waiters > 0 {
 		damage.Subtract(x.c, x.dmg, 0, 0)
 	}
+	w.notifyLocked()
 	return true
+}
+
+// notifyLocked tells every feed the screen was drawn on. w.mu is held.
+func (w *damageWatch) notifyLocked() {
+	for f := range w.feeds {
+		f.dirty.Store(true)
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // begin registers a waiting settle and empties the damage region, so the
@@ -344,4 +359,87 @@ func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOpt
 		}
 		last = w.lastDamage()
 	}
+}
+
+// DamageFeed tells one consumer that watches the screen continuously (the
+// stream's video loop) when it was drawn on, from the capturer's damage
+// subscription, the one settles use: one DAMAGE object per display, however
+// many parts of deskenv want to know.
+//
+// The subscription reports at level NonEmpty, so the X server sends one
+// event and then nothing until the region is emptied. Take empties it, so a
+// feed costs one event per frame taken, and a screen nobody takes costs
+// nothing.
+type DamageFeed struct {
+	w     *damageWatch // nil when the capturer was closed
+	dirty atomic.Bool
+	wake  chan struct{}
+}
+
+// DamageFeed returns a new feed on the capturer's damage subscription,
+// starting the subscription if nothing did yet. Close it when done. Without
+// the DAMAGE extension (or while the X server restarts) Take always says
+// the screen may have changed, so a consumer polls instead.
+func (c *Capturer) DamageFeed() *DamageFeed {
+	f := &DamageFeed{w: c.damage(), wake: make(chan struct{}, 1)}
+	f.dirty.Store(true) // whatever was drawn before it began
+	if f.w != nil {
+		f.w.mu.Lock()
+		if f.w.feeds == nil {
+			f.w.feeds = map[*DamageFeed]struct{}{}
+		}
+		f.w.feeds[f] = struct{}{}
+		f.w.mu.Unlock()
+	}
+	return f
+}
+
+// Wake receives (without blocking the X event loop, coalesced) when the
+// screen was drawn on since the last Take.
+func (f *DamageFeed) Wake() <-chan struct{} { return f.wake }
+
+// Take reports whether the screen may have changed since the last Take
+// (always true without a damage subscription). When it was drawn on, the
+// damage region is emptied with a round trip before Take returns, so a
+// capture taken afterwards holds everything reported, and a later drawing
+// raises a new event.
+func (f *DamageFeed) Take() bool {
+	w := f.w
+	if w == nil {
+		return true
+	}
+	w.mu.Lock()
+	x := w.x
+	if x == nil {
+		w.mu.Unlock()
+		return true
+	}
+	if !f.dirty.Swap(false) {
+		w.mu.Unlock()
+		return false
+	}
+	// Emptied with a round trip even while a settle waits (when the event
+	// loop empties the region at each event too): the loop's Subtract is
+	// sent after the event, so a drawing that reaches the server between
+	// the two is merged and emptied without an event of its own. It is not
+	// lost to a feed: the loop marks the feeds after sending its Subtract,
+	// so a Take follows, and the capture after this round trip shows it.
+	// (A settle counts such a drawing at its event's time, at most a
+	// request's time early.)
+	ck := damage.SubtractChecked(x.c, x.dmg, 0, 0)
+	w.mu.Unlock()
+	if err := ck.Check(); err != nil {
+		f.dirty.Store(true) // the server is going away; the next Take captures anyway
+	}
+	return true
+}
+
+// Close stops the feed.
+func (f *DamageFeed) Close() {
+	if f.w == nil {
+		return
+	}
+	f.w.mu.Lock()
+	delete(f.w.feeds, f)
+	f.w.mu.Unlock()
 }

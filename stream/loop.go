@@ -215,7 +215,7 @@ func (r *videoRun) wait(ctx context.Context) bool {
 			if time.Since(r.lastFrame) >= r.minGap {
 				return true
 			}
-		case <-r.p.s.xw.wake:
+		case <-r.p.s.damage.Wake():
 			return sleepCtx(ctx, max(damageGrace, r.interval-time.Since(r.lastShown))) == nil
 		case <-r.p.kick:
 			return sleepCtx(ctx, r.interval-time.Since(r.lastShown)) == nil
@@ -292,7 +292,7 @@ func (r *videoRun) takeKeyRequest(now time.Time) map[string]bool {
 // capture grabs the screen if it was drawn on (or nothing was captured
 // yet) and tells whether it changed.
 func (r *videoRun) capture(ctx context.Context) (bool, error) {
-	if damaged := r.p.s.xw.takeDamage(); !damaged && r.have {
+	if damaged := r.p.s.damage.Take(); !damaged && r.have {
 		return false, nil
 	}
 	if err := r.p.s.capt.CaptureInto(ctx, &r.frame); err != nil {

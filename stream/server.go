@@ -93,6 +93,9 @@ type Server struct {
 	xw       *xwatch
 	capt     *screen.Capturer
 	ownsCapt bool
+	// damage says when the screen was drawn on, from capt's one damage
+	// subscription (shared with settles): it wakes the video loop.
+	damage *screen.DamageFeed
 
 	policy atomic.Value // Policy; read by the hci gate on every agent action
 	// held mirrors holder != "" for the gate, which must not take mu: the
@@ -167,6 +170,7 @@ func New(d *display.Display, exec *hci.Executor, cfg Config) (*Server, error) {
 		}
 		return nil, err
 	}
+	s.damage = s.capt.DamageFeed()
 	s.video = newPipeline(s)
 	s.xw = newXWatch(s)
 	s.ungate = exec.AddGate(s.gate)
@@ -212,6 +216,7 @@ func (s *Server) Close() error {
 	s.sessions.Wait()
 	s.cancel()
 	s.video.stop()
+	s.damage.Close()
 	s.xw.close()
 	if s.ownsCapt {
 		s.capt.Close()

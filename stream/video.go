@@ -139,7 +139,6 @@ func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
 		p.cancel = cancel
 		done := make(chan struct{})
 		p.done = done
-		p.s.xw.startDamage()
 		go p.loop(ctx, done)
 	}
 	p.requestKeyframe(sub.codec, "a viewer joined")
@@ -164,7 +163,6 @@ func (p *pipeline) unsubscribe(sub *subscriber) {
 		p.running = false
 		p.cancel()
 		done = p.done
-		p.s.xw.stopDamage()
 	}
 	p.mu.Unlock()
 	<-sub.done

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jezek/xgb"
-	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 
@@ -25,9 +23,10 @@ import (
 const maxClipBytes = 200 << 10
 
 // xwatch is the stream's own X connection (a display.Follower): it tells the
-// video loop when the screen was drawn on (DAMAGE) and where the pointer is
-// and what it looks like (XFIXES), and it watches who owns the CLIPBOARD
-// selection. It is a connection of its own because it reads events, which
+// video loop where the pointer is and what it looks like (XFIXES), and it
+// watches who owns the CLIPBOARD selection. When the screen was drawn on
+// comes from the capturer's damage subscription (screen.DamageFeed), the one
+// settles use too. It is a connection of its own because it reads events, which
 // must not be stolen from other users of the display's connection. The
 // clipboard itself is set and read through internal/xsel, like every other
 // clipboard user of the appliance.
@@ -39,13 +38,9 @@ type xwatch struct {
 	clip     *xsel.Owner   // the viewers' copies
 	clipWant chan struct{} // the desktop's clipboard changed: fetch it for the viewers
 
-	mu      sync.Mutex
-	x       *xstate // nil while the display is down
-	closed  bool
-	wantDmg bool // the video loop runs and wants damage events
-
-	dirty atomic.Bool   // damage seen since the last takeDamage
-	wake  chan struct{} // signalled on damage, for the video loop
+	mu     sync.Mutex
+	x      *xstate // nil while the display is down
+	closed bool
 
 	ctx  context.Context // ends at close
 	stop context.CancelFunc
@@ -57,15 +52,13 @@ type xstate struct {
 	c          *xgb.Conn
 	gen        uint64
 	root       xproto.Window
-	hasDamage  bool
 	hasFixes   bool
-	dmg        damage.Damage // 0 when not tracking
 	aClipboard xproto.Atom
 }
 
 func newXWatch(s *Server) *xwatch {
 	w := &xwatch{s: s, log: s.log.With("part", "xwatch"), f: s.d.Follow(display.ReadEvents),
-		clipWant: make(chan struct{}, 1), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		clipWant: make(chan struct{}, 1), done: make(chan struct{})}
 	w.ctx, w.stop = context.WithCancel(context.Background())
 	owner, err := xsel.NewOwner(s.d.Name(), "CLIPBOARD", w.log)
 	if err != nil {
@@ -135,11 +128,7 @@ func (w *xwatch) watch(x *xstate) {
 		return
 	}
 	w.x = x
-	want := w.wantDmg
 	w.mu.Unlock()
-	if want {
-		w.startDamage()
-	}
 	w.events(x)
 	w.mu.Lock()
 	if w.x == x {
@@ -158,12 +147,8 @@ func (w *xwatch) connect() (*xstate, error) {
 	}
 	x := &xstate{c: c, gen: gen, root: xproto.Setup(c).DefaultScreen(c).Root}
 	x.hasFixes = xext.Init(c, "XFIXES", xfixes.Init) == nil && replied(xfixes.QueryVersion(c, 5, 0).Reply())
-	x.hasDamage = x.hasFixes && xext.Init(c, "DAMAGE", damage.Init) == nil && replied(damage.QueryVersion(c, 1, 1).Reply())
 	if !x.hasFixes {
 		w.log.Warn("the X server has no XFIXES: no pointer in the video, no clipboard changes from the desktop")
-	}
-	if !x.hasDamage {
-		w.log.Warn("the X server has no DAMAGE: the screen is captured on every tick to find changes")
 	}
 	r, err := xproto.InternAtom(c, false, uint16(len("CLIPBOARD")), "CLIPBOARD").Reply()
 	if err != nil {
@@ -193,72 +178,10 @@ func (w *xwatch) events(x *xstate) {
 			w.log.Debug("X error on the stream connection", "err", err)
 			continue
 		}
-		switch e := ev.(type) {
-		case damage.NotifyEvent:
-			w.dirty.Store(true)
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
-		case xfixes.SelectionNotifyEvent:
+		if e, ok := ev.(xfixes.SelectionNotifyEvent); ok {
 			w.ownerChanged(x, e)
 		}
 	}
-}
-
-// startDamage asks for damage events on the whole screen.
-func (w *xwatch) startDamage() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.wantDmg = true
-	x := w.x
-	if x == nil || !x.hasDamage || x.dmg != 0 {
-		return
-	}
-	id, err := damage.NewDamageId(x.c)
-	if err != nil {
-		w.log.Warn("damage id", "err", err)
-		return
-	}
-	if err := damage.CreateChecked(x.c, id, xproto.Drawable(x.root), damage.ReportLevelNonEmpty).Check(); err != nil {
-		w.log.Warn("cannot track screen damage", "err", err)
-		return
-	}
-	x.dmg = id
-	w.dirty.Store(true) // whatever happened before tracking began
-}
-
-// stopDamage ends damage events: with no viewer the X server sends nothing.
-func (w *xwatch) stopDamage() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.wantDmg = false
-	if x := w.x; x != nil && x.dmg != 0 {
-		damage.Destroy(x.c, x.dmg)
-		x.dmg = 0
-	}
-}
-
-// takeDamage reports whether the screen may have changed since the last
-// call. Without DAMAGE it always says yes. The damage is cleared with a round
-// trip before it returns, so a capture taken afterwards includes everything
-// reported, and a change after the clear raises a new event.
-func (w *xwatch) takeDamage() bool {
-	w.mu.Lock()
-	x := w.x
-	tracking := x != nil && x.dmg != 0
-	w.mu.Unlock()
-	if !tracking {
-		return true
-	}
-	if !w.dirty.Swap(false) {
-		return false
-	}
-	if err := damage.SubtractChecked(x.c, x.dmg, 0, 0).Check(); err != nil {
-		w.dirty.Store(true)
-		return true
-	}
-	return true
 }
 
 // cursor is the pointer's position and, when it changed shape, its image.
