@@ -73,6 +73,11 @@ type Meta struct {
 	Pauses []Pause    `json:"pauses,omitempty"`
 	Video  *VideoInfo `json:"video,omitempty"`
 	Counts Counts     `json:"counts"`
+	// Dialects counts the steps an agent said in another model's tool, by
+	// dialect ("openai", "gemini", "pyautogui"; each step's via), so an
+	// episode's dialect is known without reading its steps. Absent when
+	// every step came through the computer tool or from a person.
+	Dialects map[string]int `json:"dialects,omitempty"`
 	// Error says what went wrong while recording, if anything did.
 	Error string `json:"error,omitempty"`
 }
@@ -492,6 +497,7 @@ func Repair(dir string) (bool, error) {
 		segs[f.Segment] = true
 	}
 	m.Counts.Segments = len(segs)
+	m.Dialects = dialectCounts(rec.Steps)
 	if m.Error == "" {
 		m.Error = "the recorder stopped without finishing the episode (killed or crashed); everything written before is kept"
 	}
@@ -517,4 +523,20 @@ func cutTornLine(path string) error {
 		return nil
 	}
 	return os.Truncate(path, int64(bytes.LastIndexByte(b, '\n')+1))
+}
+
+// dialectCounts counts steps by the dialect they were said in (Meta.Dialects);
+// nil when none was.
+func dialectCounts(steps []Step) map[string]int {
+	var n map[string]int
+	for _, st := range steps {
+		if st.Via == "" {
+			continue
+		}
+		if n == nil {
+			n = map[string]int{}
+		}
+		n[st.Via]++
+	}
+	return n
 }

@@ -224,6 +224,7 @@ type Episode struct {
 	lastSeq       uint64
 	dropped       uint64
 	sources       map[string]bool
+	dialects      map[string]int // steps by via (Meta.Dialects)
 	writeErr      error
 	writeErrCount int
 
@@ -564,6 +565,12 @@ func (ep *Episode) resolve(force bool) {
 			ep.fail(err)
 		}
 		ep.sources[sourceKind(st.Source)] = true
+		if st.Via != "" {
+			if ep.dialects == nil {
+				ep.dialects = map[string]int{}
+			}
+			ep.dialects[st.Via]++
+		}
 		ep.nSteps.Add(1)
 		ep.pending = ep.pending[1:]
 	}
@@ -761,6 +768,7 @@ func (ep *Episode) finish(ctx context.Context, outcome *Outcome) error {
 	}
 	m.Outcome = outcome
 	m.Source = episodeSource(m.Source, ep.sources)
+	m.Dialects = ep.dialects
 	m.Counts = Counts{Events: int(ep.nEvents.Load()), Steps: int(ep.nSteps.Load()), Shots: int(ep.nShots.Load()),
 		Frames: int(ep.nFrames.Load()), Segments: int(ep.nSegments.Load()), DroppedEvents: ep.dropped}
 	if ep.writeErr != nil {

@@ -2,6 +2,8 @@ package record
 
 import (
 	"encoding/json"
+	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +55,26 @@ func TestViaKept(t *testing.T) {
 	}
 	if line, _ := json.Marshal(steps[1]); strings.Contains(string(line), "via") {
 		t.Errorf("a computer tool step names a dialect: %s", line)
+	}
+}
+
+// TestEpisodeDialects: episode.json counts the steps said in each dialect,
+// when the recorder stops and when Repair rebuilds it; steps through the
+// computer tool count for none.
+func TestEpisodeDialects(t *testing.T) {
+	dir := filepath.Join(recordSaid(t), "said")
+	rec, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"gemini": 3}
+	if !maps.Equal(rec.Meta.Dialects, want) {
+		t.Errorf("episode.json dialects %v, want %v", rec.Meta.Dialects, want)
+	}
+	if got := dialectCounts(rec.Steps); !maps.Equal(got, want) {
+		t.Errorf("counted from the steps (as Repair does): %v, want %v", got, want)
+	}
+	if got := dialectCounts(rec.Steps[3:]); got != nil {
+		t.Errorf("a computer tool step counted as %v, want none", got)
 	}
 }
