@@ -1,6 +1,7 @@
 package task
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 )
@@ -47,6 +48,16 @@ func checkFieldTable() []checkField {
 		{"tolerance", decodeTolerance},
 		{"region", decodeRegion},
 		{"reference", decodeReference},
+		{"equals", decodeEquals},
+		{"pointer", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Pointer = d.str(v, p) }},
+		{"column", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Column = d.nonEmpty(v, p) }},
+		{"row", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Row = d.integer(v, p) }},
+		{"cell", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Cell = d.nonEmpty(v, p) }},
+		{"range", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Range = d.nonEmpty(v, p) }},
+		{"sheet", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Sheet = d.nonEmpty(v, p) }},
+		{"formula", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Formula = d.nonEmpty(v, p) }},
+		{"state", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.State = d.nonEmpty(v, p) }},
+		{"process", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Process = d.nonEmpty(v, p) }},
 	}
 }
 
@@ -55,7 +66,8 @@ var commonCheckFields = []string{"type", "name", "weight"}
 
 // checkFields are all check fields, for the unknown-field message.
 var checkFields = []string{"type", "name", "weight", "checks", "partial", "path", "contains", "matches",
-	"ignore_case", "command", "exit_code", "timeout", "selection", "region", "reference", "tolerance"}
+	"ignore_case", "command", "exit_code", "timeout", "selection", "region", "reference", "tolerance",
+	"equals", "pointer", "column", "row", "cell", "range", "sheet", "formula", "state", "process"}
 
 // maxCheckDepth is how deep and, or and not may nest.
 const maxCheckDepth = 16
@@ -98,10 +110,35 @@ func decodeSelection(d *decoder, v *jnode, p string, c *Check, _ site) {
 
 func decodeTolerance(d *decoder, v *jnode, p string, c *Check, _ site) {
 	tol := d.number(v, p)
+	if c.Type != CheckScreenRegion {
+		// A tolerance between numbers (spreadsheet_cell, json_field, csv_column).
+		if tol < 0 {
+			d.fail(v, p, "must not be negative, got %v", tol)
+		}
+		c.Tolerance = &tol
+		return
+	}
 	if tol < 0 || tol > 255 {
 		d.fail(v, p, "must be a mean difference per colour channel between 0 and 255, got %v", tol)
 	}
 	c.Tolerance = &tol
+}
+
+// decodeEquals keeps any JSON value in one canonical form, so that a task
+// written back by json.Marshal parses to the same Check; the kinds check its
+// shape (validateSheet, validateCSV).
+func decodeEquals(d *decoder, v *jnode, p string, c *Check, _ site) {
+	val, err := decodeJSON(d.raw(v))
+	if err != nil {
+		d.fail(v, p, "%s", err.Error())
+		return
+	}
+	b, err := json.Marshal(val)
+	if err != nil {
+		d.fail(v, p, "cannot be kept: %s", err.Error())
+		return
+	}
+	c.Equals = b
 }
 
 func decodeRegion(d *decoder, v *jnode, p string, c *Check, _ site) {

@@ -99,6 +99,12 @@ const (
 	CheckClipboardContains = "clipboard_contains"
 	CheckClipboardMatches  = "clipboard_matches"
 	CheckScreenRegion      = "screen_region"
+	CheckSpreadsheetCell   = "spreadsheet_cell"
+	CheckDocumentText      = "document_text"
+	CheckJSONField         = "json_field"
+	CheckCSVColumn         = "csv_column"
+	CheckWindowState       = "window_state"
+	CheckProcessRunning    = "process_running"
 )
 
 // Check is one node of an evaluator tree: a combination (and, or, not) of
@@ -147,8 +153,36 @@ type Check struct {
 	// pixels in it are not compared.
 	Reference string `json:"reference,omitempty"`
 	// screen_region: the largest mean absolute difference per colour channel
-	// (0-255) that still passes (default 4).
+	// (0-255) that still passes (default 4). spreadsheet_cell, json_field,
+	// csv_column: how far apart two numbers may be and still be equal
+	// (default 1e-9).
 	Tolerance *float64 `json:"tolerance,omitempty"`
+
+	// spreadsheet_cell, json_field, csv_column: the wanted value, as JSON: a
+	// string or number (a cell, a CSV row), an array (a CSV column, a range's
+	// rows) or any JSON value (json_field). Parse keeps it in one canonical
+	// form (json.Marshal of its decoded value).
+	Equals json.RawMessage `json:"equals,omitempty"`
+	// json_field: an RFC 6901 JSON Pointer such as "/items/0/name"; "" (or
+	// none) is the whole document.
+	Pointer string `json:"pointer,omitempty"`
+	// csv_column: the header of the column.
+	Column string `json:"column,omitempty"`
+	// csv_column: a data row, 1-based (the row under the header is 1).
+	Row int `json:"row,omitempty"`
+	// spreadsheet_cell: a cell such as "B7", or a range such as "A1:C3".
+	Cell  string `json:"cell,omitempty"`
+	Range string `json:"range,omitempty"`
+	// spreadsheet_cell: the sheet's name; "" is the first sheet.
+	Sheet string `json:"sheet,omitempty"`
+	// spreadsheet_cell: a text the cell's formula must contain, such as
+	// "SUM(" (case is ignored).
+	Formula string `json:"formula,omitempty"`
+	// window_state: "focused", "maximized", "fullscreen", "above",
+	// "minimized" or "exists".
+	State string `json:"state,omitempty"`
+	// process_running: the program's name, such as "galculator".
+	Process string `json:"process,omitempty"`
 
 	re   *regexp.Regexp
 	ref  *image.NRGBA
