@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -168,6 +170,50 @@ func BenchmarkScreenshot(b *testing.B) {
 		for b.Loop() {
 			repaint(b)
 			timeIt(b, &lat, lc.screenshot)
+		}
+		lat.report(b)
+	})
+	// The same through the official TypeScript SDK (e2e/mcp-ts/shots.mjs),
+	// timed in node around callTool: what most MCP hosts are built on.
+	b.Run("mcp-changed-typescript", func(b *testing.B) {
+		dir, err := filepath.Abs("../e2e/mcp-ts")
+		if err != nil {
+			b.Fatal(err)
+		}
+		testrig.NeedTools(b, "node")
+		cmd := exec.CommandContext(ctx, "node", filepath.Join(dir, "shots.mjs"), testrig.Serve(b, r.srv.Handler())+"/mcp")
+		cmd.Dir, cmd.Stderr = dir, os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		outPipe, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		defer cmd.Wait()
+		defer in.Close()
+		out := bufio.NewScanner(outPipe)
+		if !out.Scan() || out.Text() != "ready" {
+			b.Fatalf("shots.mjs did not start: %q %v", out.Text(), out.Err())
+		}
+		var lat latencies
+		for b.Loop() {
+			repaint(b)
+			if _, err := io.WriteString(in, "\n"); err != nil {
+				b.Fatal(err)
+			}
+			if !out.Scan() {
+				b.Fatalf("shots.mjs stopped: %v", out.Err())
+			}
+			ms, err := strconv.ParseFloat(out.Text(), 64)
+			if err != nil {
+				b.Fatalf("shots.mjs wrote %q: %v", out.Text(), err)
+			}
+			lat = append(lat, time.Duration(ms*float64(time.Millisecond)))
 		}
 		lat.report(b)
 	})
