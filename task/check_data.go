@@ -221,9 +221,9 @@ func jsonField(ctx context.Context, env Env, c *Check) (bool, string, error) {
 			return false, "", fmt.Errorf("equals: %w", err)
 		}
 		if !jsonEqual(want, v, c.numberTolerance()) {
-			return false, fmt.Sprintf("%q is %s, want %s", c.Pointer, quoteHead(shown, 200), compactJSON(c.Equals)), nil
+			return false, fmt.Sprintf("%q is %s, want %s", c.Pointer, cutText(shown, 200), compactJSON(c.Equals)), nil
 		}
-		found = append(found, fmt.Sprintf("%q is %s", c.Pointer, quoteHead(shown, 200)))
+		found = append(found, fmt.Sprintf("%q is %s", c.Pointer, cutText(shown, 200)))
 	}
 	if c.Contains != "" || c.Matches != "" {
 		text := shown
@@ -288,6 +288,14 @@ func jsonPointer(doc any, ptr string) (any, error) {
 		at += "/" + raw
 	}
 	return v, nil
+}
+
+// cutText is s, or its first n bytes and an ellipsis.
+func cutText(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "") + "…"
+	}
+	return s
 }
 
 func jsonText(v any) string {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ledongthuc/pdf"
 	"golang.org/x/net/html"
@@ -66,7 +67,12 @@ func plainText(ctx context.Context, data []byte, path string) (string, error) {
 	case ".html", ".htm", ".xhtml":
 		return htmlText(data), nil
 	default:
-		return strings.ToValidUTF8(string(data), "\uFFFD"), nil
+		// Plain text. A binary file (a spreadsheet, an image) is no text a
+		// person would read; say so rather than match its bytes.
+		if bytes.IndexByte(data, 0) >= 0 || !utf8.Valid(data) {
+			return "", fmt.Errorf("is not a text document: document_text reads .odt, .docx, .pdf, .html and plain text files")
+		}
+		return string(data), nil
 	}
 }
 
@@ -230,7 +236,14 @@ func pdfText(ctx context.Context, data []byte) (string, error) {
 		if p.V.IsNull() {
 			continue
 		}
-		text, err := p.GetPlainText(nil)
+		// The page's fonts map glyph codes to text; without them a font
+		// with its own encoding (LibreOffice's bold subsets) reads as nothing.
+		fonts := map[string]*pdf.Font{}
+		for _, name := range p.Fonts() {
+			f := p.Font(name)
+			fonts[name] = &f
+		}
+		text, err := p.GetPlainText(fonts)
 		if err != nil {
 			return "", fmt.Errorf("page %d: %w", i, err)
 		}

@@ -261,6 +261,9 @@ func wantedCells(raw json.RawMessage, rect cellRect) ([][]scalar, error) {
 // a cell name or range that parses, an equals of the range's shape, and
 // something to compare.
 func validateSheet(d *decoder, at site, c *Check) {
+	if c.Cell != "" && c.Range != "" {
+		return // Needs says to give one
+	}
 	field := "cell"
 	if c.Range != "" {
 		field = "range"
@@ -336,10 +339,30 @@ func xlsxCells(data []byte, sheet string, rect cellRect) ([][]sheetCell, string,
 	} else if idx, _ := f.GetSheetIndex(sheet); idx < 0 {
 		return nil, "", fmt.Errorf("the workbook has no sheet %q (it has %s)", sheet, quoteList(sheets))
 	}
+	// excelize gives every cell of a merged block the block's value; a
+	// spreadsheet holds it in the first cell only (as the ODS reader sees
+	// it), so the others read as empty here too.
+	merged := map[string]bool{}
+	if mcs, err := f.GetMergeCells(sheet, true); err == nil {
+		for _, mc := range mcs {
+			if r, err := parseRange(mc.GetStartAxis() + ":" + mc.GetEndAxis()); err == nil {
+				for y := max(r.r0, rect.r0); y <= min(r.r1, rect.r1); y++ {
+					for x := max(r.c0, rect.c0); x <= min(r.c1, rect.c1); x++ {
+						if x != r.c0 || y != r.r0 {
+							merged[cellName(x, y)] = true
+						}
+					}
+				}
+			}
+		}
+	}
 	out := newCells(rect)
 	for i := range out {
 		for j := range out[i] {
 			name := cellName(rect.c0+j, rect.r0+i)
+			if merged[name] {
+				continue
+			}
 			cell := &out[i][j]
 			if cell.text, err = f.GetCellValue(sheet, name); err != nil {
 				return nil, "", fmt.Errorf("read %s!%s: %w", sheet, name, err)
