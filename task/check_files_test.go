@@ -276,8 +276,8 @@ func TestODSTricky(t *testing.T) {
 		want [][]string
 	}{
 		{"A1:D2", [][]string{{"7", "7", "7", ""}, {"7", "7", "7", ""}}},
-		{"WQJ3", [][]string{{""}}},     // column 16000
-		{"WQK3", [][]string{{"far"}}},  // column 16001
+		{"WQJ3", [][]string{{""}}},    // column 16000
+		{"WQK3", [][]string{{"far"}}}, // column 16001
 		{"A4", [][]string{{"a   b\nc\nsecond"}}},
 		{"A500000", [][]string{{""}}},
 		{"A1048005", [][]string{{"25%"}}},
