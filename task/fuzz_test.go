@@ -41,6 +41,12 @@ func FuzzParse(f *testing.F) {
 			`{"type":"write_file","path":"~/x","content":"c","mode":"0600"},{"type":"open","url":"http://x/","with":["chromium"]},` +
 			`{"type":"wait_window","matches":"a|b","ignore_case":true,"timeout":"5s"},{"type":"sleep","duration":0.5}],` +
 			`"max_steps":3,"timeout":"1h","tags":["t"],"solution":[{"action":"key","text":"Return"}]}`,
+		`{"id":"c","instruction":"do","evaluator":{"type":"or","checks":[` +
+			`{"type":"spreadsheet_cell","path":"~/a.ods","sheet":"S","range":"A1:B2","equals":[[1,"x"],[2.50,"<&>"]],"tolerance":0.1,"formula":"SUM(","contains":"x"},` +
+			`{"type":"document_text","path":"~/r.pdf","matches":"a+","ignore_case":true},` +
+			`{"type":"json_field","path":"~/j.json","pointer":"/a~1b/0","equals":{"b":[1e2,null,true],"a":"\u00e9"}},` +
+			`{"type":"csv_column","path":"~/c.csv","column":"total","row":2,"equals":"{{n}}"},` +
+			`{"type":"window_state","contains":"T","state":"maximized"},{"type":"process_running","process":"galculator","matches":"x"}]}}`,
 		`{"id": "a", "instruction": "do"`,
 		`{"id":"a","instruction":"do","evaluator":{"type":"file_exists","path":"~/x"}} {}`,
 		`{"id":7}`, `[]`, `{"id":"a","id":"b"}`, "\xef\xbb\xbf{}", `{"id":"a","timeout":1e300}`,
