@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -399,4 +400,31 @@ func TestBoundedParse(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not read in time") {
 		t.Errorf("a parser that does not return gave %v", err)
 	}
+}
+
+// TestLibreOfficeSaves has LibreOffice itself save a spreadsheet and a
+// document while the test runs (soffice --headless, a profile of the
+// test's own), and checks them: what a task's agent leaves is what Calc
+// and Writer write, whichever version is installed.
+func TestLibreOfficeSaves(t *testing.T) {
+	testrig.NeedTools(t, "soffice")
+	home := t.TempDir()
+	env := NewEnv(nil, home, nil)
+	testrig.WriteFile(t, filepath.Join(home, "in.csv"), "Item,Cost\nRent,1200.5\nFood,350.25\nTotal,=SUM(B2:B3)\n", 0o644)
+	testrig.WriteFile(t, filepath.Join(home, "in.html"), "<html><body><h2>Minutes</h2><p>Decided: ship on Friday.</p></body></html>", 0o644)
+	ctx := testrig.Context(t, 3*time.Minute)
+	for _, conv := range [][2]string{{"ods", "in.csv"}, {"xlsx", "in.csv"}, {"odt:writer8", "in.html"}, {"docx:MS Word 2007 XML", "in.html"}} {
+		cmd := exec.CommandContext(ctx, "soffice", "-env:UserInstallation=file://"+filepath.Join(home, ".lo-profile"),
+			"--headless", "--convert-to", conv[0], "--outdir", home, filepath.Join(home, conv[1]))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("soffice --convert-to %s: %v\n%s", conv[0], err, out)
+		}
+	}
+	runFileCases(t, env, []fileCase{
+		{`{"type":"spreadsheet_cell","path":"~/in.ods","cell":"B4","equals":1550.75,"formula":"SUM("}`, true, "has a formula"},
+		{`{"type":"spreadsheet_cell","path":"~/in.xlsx","cell":"B4","equals":1550.75,"formula":"SUM("}`, true, "has a formula"},
+		{`{"type":"spreadsheet_cell","path":"~/in.ods","range":"A2:A3","equals":[["Rent"],["Food"]]}`, true, "A2:A3"},
+		{`{"type":"document_text","path":"~/in.odt","matches":"(?m)^Minutes\nDecided: ship on Friday\\.$"}`, true, "matches"},
+		{`{"type":"document_text","path":"~/in.docx","contains":"ship on Friday"}`, true, "contains"},
+	})
 }
