@@ -114,7 +114,7 @@ func zipMember(data []byte, name string) ([]byte, error) {
 	return nil, fmt.Errorf("has no %s: it is not the format its name says", name)
 }
 
-// tolerance is the check's number tolerance, or the default.
+// numberTolerance is the check's tolerance between numbers, or the default.
 func (c *Check) numberTolerance() float64 {
 	if c.Tolerance == nil {
 		return DefaultNumberTolerance
@@ -179,10 +179,4 @@ func (v scalar) equalsText(text string, num float64, isNum bool, tol float64) bo
 		return math.Abs(v.num-num) <= tol
 	}
 	return strings.TrimSpace(v.s) == strings.TrimSpace(text)
-}
-
-// scalarKind tells why a raw "equals" value is not a string or a number.
-func scalarKind(raw json.RawMessage) error {
-	_, err := decodeScalar(raw)
-	return err
 }

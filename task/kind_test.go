@@ -107,7 +107,8 @@ func TestNewCheckKindMessages(t *testing.T) {
 		{"field it does not take", kinds, task(`{"type": "no_window", "contains": "x", "path": "~/x"}`),
 			`evaluator.path: not used by "no_window" checks (they use contains)`},
 		{"misspelt", kinds, task(`{"type": "no_windw", "contains": "x"}`),
-			`unknown check type "no_windw" (did you mean "no_window"?); check types are and, or, not, file_exists, file_contains, file_matches, command, window_title, clipboard_contains, clipboard_matches, screen_region, no_window`},
+			// The built-in types in table order (task/checks.go), then the added one.
+			`unknown check type "no_windw" (did you mean "no_window"?); check types are ` + strings.Join(builtin.checkNames, ", ") + ", no_window"},
 		{"built-in kinds", DefaultKinds(), task(`{"type": "no_window", "contains": "x"}`), `unknown check type "no_window"`},
 		{"package Parse", nil, task(`{"type": "no_window", "contains": "x"}`), `unknown check type "no_window"`},
 	}
