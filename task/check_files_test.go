@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -258,6 +259,38 @@ func zipOf(t testing.TB, name, content string) []byte {
 	return b.Bytes()
 }
 
+// withMember is the zip archive data with member name's content replaced.
+func withMember(t testing.TB, data []byte, name, content string) []byte {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	for _, f := range zr.File {
+		w, err := zw.Create(f.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Name == name {
+			w.Write([]byte(content))
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(w, rc); err != nil {
+			t.Fatal(err)
+		}
+		rc.Close()
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
 // TestODSTricky reads hand-written ODS files with what LibreOffice writes
 // that a naive reader gets wrong: rows and columns repeated a million
 // times, comments inside cells, cells spanning, text:s and line breaks.
@@ -340,6 +373,16 @@ func TestHostileFiles(t *testing.T) {
 	}
 	big.Truncate(MaxDocumentRead + 10)
 	big.Close()
+	// An XLSX whose sheet inflates past MaxXLSXUnzipped: excelize would
+	// hold it all in memory many times over.
+	xf := excelize.NewFile()
+	var xb bytes.Buffer
+	if err := xf.Write(&xb); err != nil {
+		t.Fatal(err)
+	}
+	write("huge.xlsx", withMember(t, xb.Bytes(), "xl/worksheets/sheet1.xml",
+		`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>`+
+			strings.Repeat(`<row><c><v>1</v></c><c><v>2</v></c></row>`, MaxXLSXUnzipped/40)+`</sheetData></worksheet>`))
 	write("garbage.pdf", []byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [1 0 R] /Count 1 >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"))
 	write("garbage.xlsx", []byte("PK\x03\x04 not really"))
 	write("deep.json", []byte(strings.Repeat("[", 200000)))
@@ -350,6 +393,7 @@ func TestHostileFiles(t *testing.T) {
 		{`{"type":"document_text","path":"~/deep.odt","contains":"x"}`, false, "nests more than 512"},
 		{`{"type":"spreadsheet_cell","path":"~/deep.ods","cell":"A1","equals":1}`, false, "nests more than 512"},
 		{`{"type":"spreadsheet_cell","path":"~/big.xlsx","cell":"A1","equals":1}`, false, "larger than 16 MiB"},
+		{`{"type":"spreadsheet_cell","path":"~/huge.xlsx","cell":"A1","equals":1}`, false, "inflates to more than 8 MiB"},
 		{`{"type":"spreadsheet_cell","path":"~/garbage.xlsx","cell":"A1","equals":1}`, false, "is not an XLSX workbook"},
 		{`{"type":"document_text","path":"~/garbage.pdf","contains":"x"}`, false, ""},
 		{`{"type":"json_field","path":"~/deep.json","equals":1}`, false, "is not JSON"},

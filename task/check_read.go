@@ -23,6 +23,12 @@ const (
 	// MaxUnzipped is the most bytes one member of an ODF or OOXML archive
 	// may inflate to (a zip bomb stops here), and for XLSX the whole archive.
 	MaxUnzipped = 64 << 20
+	// MaxXLSXUnzipped is the most an XLSX workbook may inflate to in all.
+	// excelize reads a whole worksheet into memory, about 25 times its XML
+	// (a 60 MiB sheet, 850 KiB zipped, took 1.5 GiB and 10 s), so a
+	// workbook gets less room than the streamed formats; 8 MiB of XML is
+	// some 100,000 cells.
+	MaxXLSXUnzipped = 8 << 20
 	// maxXMLDepth is how deeply the XML readers follow nested elements;
 	// office documents nest a few dozen deep at most.
 	maxXMLDepth = 512

@@ -325,7 +325,11 @@ func readCells(data []byte, path, sheet string, rect cellRect) ([][]sheetCell, s
 
 // xlsxCells reads an XLSX workbook with excelize.
 func xlsxCells(data []byte, sheet string, rect cellRect) ([][]sheetCell, string, error) {
-	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{UnzipSizeLimit: MaxUnzipped, UnzipXMLSizeLimit: MaxUnzipped})
+	// Both limits the same: no worksheet goes to a temporary file.
+	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{UnzipSizeLimit: MaxXLSXUnzipped, UnzipXMLSizeLimit: MaxXLSXUnzipped})
+	if err != nil && strings.Contains(err.Error(), "unzip size exceeds") {
+		return nil, "", fmt.Errorf("the workbook inflates to more than %d MiB, more than a check reads", MaxXLSXUnzipped>>20)
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("is not an XLSX workbook: %w", err)
 	}
