@@ -228,6 +228,7 @@ func pdfText(ctx context.Context, data []byte) (string, error) {
 		return "", fmt.Errorf("has %d pages, more than the %d a check reads", n, maxPDFPages)
 	}
 	var b strings.Builder
+	budget := int64(MaxUnzipped)
 	for i := 1; i <= n; i++ {
 		if err := ctx.Err(); err != nil {
 			return "", err
@@ -236,14 +237,15 @@ func pdfText(ctx context.Context, data []byte) (string, error) {
 		if p.V.IsNull() {
 			continue
 		}
-		// The page's fonts map glyph codes to text; without them a font
-		// with its own encoding (LibreOffice's bold subsets) reads as nothing.
-		fonts := map[string]*pdf.Font{}
-		for _, name := range p.Fonts() {
-			f := p.Font(name)
-			fonts[name] = &f
+		// The reader streams a page's content, but keeps all the text it
+		// shows and every font's ToUnicode map: a content stream that
+		// inflates to gigabytes of "(a) Tj" would keep a parser busy, and
+		// growing, long after the check gave up on it. So inflate them
+		// first, counting, within the budget.
+		if budget, err = pdfStreams(p, budget); err != nil {
+			return "", fmt.Errorf("page %d: %w", i, err)
 		}
-		text, err := p.GetPlainText(fonts)
+		text, err := p.GetPlainText(nil)
 		if err != nil {
 			return "", fmt.Errorf("page %d: %w", i, err)
 		}
@@ -256,6 +258,40 @@ func pdfText(ctx context.Context, data []byte) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// pdfStreams inflates the page's content streams and its fonts' ToUnicode
+// maps, counting their bytes against budget, and returns what is left.
+func pdfStreams(p pdf.Page, budget int64) (int64, error) {
+	var streams []pdf.Value
+	switch c := p.V.Key("Contents"); c.Kind() {
+	case pdf.Stream:
+		streams = append(streams, c)
+	case pdf.Array:
+		for j := 0; j < c.Len() && j < 10000; j++ {
+			streams = append(streams, c.Index(j))
+		}
+	}
+	for _, name := range p.Fonts() {
+		if tu := p.Font(name).V.Key("ToUnicode"); tu.Kind() == pdf.Stream {
+			streams = append(streams, tu)
+		}
+	}
+	for _, s := range streams {
+		if s.Kind() != pdf.Stream {
+			continue
+		}
+		rc := s.Reader()
+		n, err := io.Copy(io.Discard, io.LimitReader(rc, budget+1))
+		rc.Close()
+		if err != nil {
+			return 0, fmt.Errorf("a stream cannot be read: %w", err)
+		}
+		if budget -= n; budget < 0 {
+			return 0, fmt.Errorf("its streams inflate to more than %d MiB, more than a check reads", MaxUnzipped>>20)
+		}
+	}
+	return budget, nil
 }
 
 // htmlText is the text a browser shows for an HTML page: text outside

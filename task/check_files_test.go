@@ -3,7 +3,9 @@ package task
 import (
 	"archive/zip"
 	"bytes"
+	"compress/zlib"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -259,6 +261,36 @@ func zipOf(t testing.TB, name, content string) []byte {
 	return b.Bytes()
 }
 
+// pdfWith is a one-page PDF whose page content is the zlib-compressed
+// stream content, with a correct cross-reference table.
+func pdfWith(t testing.TB, content string) []byte {
+	var z bytes.Buffer
+	zw := zlib.NewWriter(&z)
+	zw.Write([]byte(content))
+	zw.Close()
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
 // withMember is the zip archive data with member name's content replaced.
 func withMember(t testing.TB, data []byte, name, content string) []byte {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
@@ -383,6 +415,8 @@ func TestHostileFiles(t *testing.T) {
 	write("huge.xlsx", withMember(t, xb.Bytes(), "xl/worksheets/sheet1.xml",
 		`<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>`+
 			strings.Repeat(`<row><c><v>1</v></c><c><v>2</v></c></row>`, MaxXLSXUnzipped/40)+`</sheetData></worksheet>`))
+	write("small.pdf", pdfWith(t, "BT /F1 12 Tf 72 700 Td (hello from a hand-made PDF) Tj ET"))
+	write("bomb.pdf", pdfWith(t, "BT /F1 12 Tf "+strings.Repeat("(aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa) Tj ", MaxUnzipped/38+1000)+"ET"))
 	write("garbage.pdf", []byte("%PDF-1.4\n1 0 obj << /Type /Pages /Kids [1 0 R] /Count 1 >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF"))
 	write("garbage.xlsx", []byte("PK\x03\x04 not really"))
 	write("deep.json", []byte(strings.Repeat("[", 200000)))
@@ -395,6 +429,8 @@ func TestHostileFiles(t *testing.T) {
 		{`{"type":"spreadsheet_cell","path":"~/big.xlsx","cell":"A1","equals":1}`, false, "larger than 16 MiB"},
 		{`{"type":"spreadsheet_cell","path":"~/huge.xlsx","cell":"A1","equals":1}`, false, "inflates to more than 8 MiB"},
 		{`{"type":"spreadsheet_cell","path":"~/garbage.xlsx","cell":"A1","equals":1}`, false, "is not an XLSX workbook"},
+		{`{"type":"document_text","path":"~/small.pdf","contains":"hello from a hand-made PDF"}`, true, "contains"},
+		{`{"type":"document_text","path":"~/bomb.pdf","contains":"x"}`, false, "streams inflate to more than 64 MiB"},
 		{`{"type":"document_text","path":"~/garbage.pdf","contains":"x"}`, false, ""},
 		{`{"type":"json_field","path":"~/deep.json","equals":1}`, false, "is not JSON"},
 		{`{"type":"csv_column","path":"~/zero.csv","column":"x","equals":[1]}`, false, "not a regular file"},
