@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,12 @@ func deskenvServer(ctx context.Context, c serveConfig, log *slog.Logger) (http.H
 		d.Close()
 		return nil, nil, err
 	}
-	srv, err := stream.New(d, exec, stream.Config{FPS: c.fps, BitrateKbps: c.bitrate, LoopbackOnly: true, Logger: log})
+	cfg := stream.Config{FPS: c.fps, BitrateKbps: c.bitrate, LoopbackOnly: true, Logger: log,
+		UDPPort: c.udpPort, FixedBitrate: c.fixed}
+	if c.nat != "" {
+		cfg.NAT1To1IPs = []string{c.nat}
+	}
+	srv, err := stream.New(d, exec, cfg)
 	if err != nil {
 		exec.Close()
 		d.Close()
@@ -34,6 +40,12 @@ func deskenvServer(ctx context.Context, c serveConfig, log *slog.Logger) (http.H
 	mux := http.NewServeMux()
 	mux.Handle("/stream/signal", srv.SignalHandler(func(*http.Request) (string, bool, error) { return "local", false, nil }))
 	mux.Handle("/", web.Handler())
+	// deskbench network reads the keyframes sent from here (127.0.0.1, not
+	// through its relay).
+	mux.HandleFunc("GET /deskbench/links", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(srv.Links())
+	})
 	closeAll := func() error {
 		return errors.Join(srv.Close(), exec.Close(), d.Close())
 	}

@@ -6,7 +6,7 @@
 // shown on the next animation frame). Both read the pixels the page shows.
 (() => {
   if (window.deskbench) return;
-  const B = (window.deskbench = { frames: 0, changes: 0, last: -2, target: null, result: null, error: null });
+  const B = (window.deskbench = { frames: 0, changes: 0, times: [], last: -2, target: null, result: null, error: null });
   const epoch = (t) => (t == null ? null : performance.timeOrigin + t);
 
   B.start = (o) => {
@@ -49,7 +49,14 @@
           };
         }
         const k = nearest(read(o.counterX, o.counterY), o.counterPalette);
-        if (k !== B.last) { B.changes++; B.last = k; }
+        if (k !== B.last) {
+          B.changes++;
+          B.last = k;
+          // When each change was shown (deskbench network: longest freeze,
+          // frames per second over time); bounded, a long run keeps the last.
+          if (B.times.length >= 200000) B.times = B.times.slice(100000);
+          B.times.push(now);
+        }
       } catch (e) {
         B.error = String(e?.message ?? e);
       }
@@ -65,5 +72,6 @@
   };
   B.expect = (i) => { B.target = i; B.result = null; return true; };
   B.take = () => B.result;
+  B.changeTimes = (since) => B.times.filter((t) => t >= since);
   B.counts = () => ({ frames: B.frames, changes: B.changes, error: B.error });
 })();

@@ -32,6 +32,11 @@ type serveConfig struct {
 	novnc   string // @novnc/novnc package directory (novnc)
 	fps     int
 	bitrate int
+	// For deskbench network: the one UDP port on 127.0.0.1, the address
+	// announced instead (the relay's), and congestion control off.
+	udpPort int
+	nat     string
+	fixed   bool
 }
 
 func runLatencyServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,6 +50,9 @@ func runLatencyServe(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&c.novnc, "novnc", "", "directory of the @novnc/novnc package (novnc)")
 	fs.IntVar(&c.fps, "fps", 30, "video frames per second (deskenv)")
 	fs.IntVar(&c.bitrate, "bitrate", 4000, "video bitrate in kbit/s (deskenv)")
+	fs.IntVar(&c.udpPort, "udp-port", 0, "all WebRTC traffic on this UDP port of 127.0.0.1 (deskenv)")
+	fs.StringVar(&c.nat, "nat-1to1", "", "address announced as the host candidate instead of 127.0.0.1 (deskenv)")
+	fs.BoolVar(&c.fixed, "fixed-bitrate", false, "congestion control off (deskenv)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

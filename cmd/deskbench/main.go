@@ -2,6 +2,7 @@
 // machine, side by side in one run.
 //
 //	deskbench latency [flags]   glass-to-glass latency, fps and CPU: deskenv's browser stream vs x11vnc + noVNC
+//	deskbench network [flags]   the same behind shaped links: fps, latency, freezes, bitrate, keyframes (root)
 //	deskbench pool [flags]      pool mode: memory per desktop, start rate, throughput with many agents
 //	deskbench ways [flags]      one task solved as tools, computer and codeact: calls, turns, observation bytes
 //	deskbench all               every benchmark with its defaults
@@ -26,6 +27,7 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"latency", "glass-to-glass latency, fps and CPU of the browser stream vs x11vnc + noVNC", runLatency},
+		{"network", "the stream behind shaped links (rate, delay, loss) beside the fixed bitrate and noVNC; root", runNetwork},
 		{"pool", "pool mode: memory per idle desktop, start rate, actions/s with 8 agents, screenshot p50 under load", runPool},
 		{"ways", "one task (edit-todo) solved as tools, computer and codeact: tool calls, turns, observation bytes", runWays},
 		// "serve" is the latency benchmark's server child (one process per
