@@ -114,6 +114,11 @@ func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 
+	lock, err := lockLink()
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
 	link, err := setupLink(ctx, c.profiles[0].RateKbit, c.queue)
 	if err != nil {
 		return err

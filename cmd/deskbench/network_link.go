@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -55,6 +56,22 @@ func checkNetCaps() error {
 		return fmt.Errorf("deskbench network cannot shape a link here: it needs %s", strings.Join(missing, "; and "))
 	}
 	return nil
+}
+
+// lockLink makes sure one deskbench network at a time uses the link's
+// fixed names (the start of a run removes what it finds under them). The
+// lock is released when the file closes, also when the process dies.
+func lockLink() (*os.File, error) {
+	p := filepath.Join(os.TempDir(), netPrefix+".lock")
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("another deskbench network is running (it holds %s); its link has the names this one needs: %w", p, err)
+	}
+	return f, nil
 }
 
 // runCmd runs one ip/tc command and words its failure with its output.

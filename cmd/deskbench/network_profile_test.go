@@ -95,3 +95,81 @@ func TestTBFArgs(t *testing.T) {
 		t.Errorf("tbfArgs(x, 20000, 200ms) = %q, want %q", got, want)
 	}
 }
+
+func TestShownFigures(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms ...int) []time.Time {
+		out := make([]time.Time, len(ms))
+		for i, m := range ms {
+			out[i] = t0.Add(time.Duration(m) * time.Millisecond)
+		}
+		return out
+	}
+	ms := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Millisecond) }
+	tests := []struct {
+		name     string
+		shown    []time.Time
+		from, to time.Time
+		frames   float64
+		gap      time.Duration
+	}{
+		{"steady", at(0, 100, 200, 300, 400), ms(0), ms(500), 5, 100 * time.Millisecond},
+		{"a freeze in the middle", at(0, 100, 1300, 1400), ms(0), ms(1500), 4, 1200 * time.Millisecond},
+		{"nothing shown is one long freeze", nil, ms(0), ms(2000), 0, 2 * time.Second},
+		{"frozen at the end", at(0, 100), ms(0), ms(900), 2, 800 * time.Millisecond},
+		{"frames outside the window do not count", at(-500, 50, 100, 2500), ms(0), ms(200), 2, 100 * time.Millisecond},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := framesIn(tc.shown, tc.from, tc.to); got != tc.frames {
+				t.Errorf("framesIn = %v, want %v", got, tc.frames)
+			}
+			if got := longestGap(tc.shown, tc.from, tc.to); got != tc.gap {
+				t.Errorf("longestGap = %v, want %v", got, tc.gap)
+			}
+		})
+	}
+}
+
+func TestBitrateAndRecovery(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// 1000 kbit/s (125000 bytes a second) for 4 s, 100 kbit/s for 4 s, then
+	// 1000 again from 8 s; ticks every 250 ms.
+	var ticks []tick
+	var shown []time.Time
+	var bytes int64
+	for i := 0; i <= 64; i++ {
+		t := t0.Add(time.Duration(i) * 250 * time.Millisecond)
+		ticks = append(ticks, tick{t, bytes})
+		rate := int64(125000 / 4)
+		fps := 5 // frames per 250 ms: 20 fps
+		if i >= 16 && i < 32 {
+			rate, fps = 12500/4, 1
+		}
+		bytes += rate
+		for f := 0; f < fps; f++ {
+			shown = append(shown, t.Add(time.Duration(f)*250*time.Millisecond/time.Duration(fps)))
+		}
+	}
+	if got := bitrate(ticks, t0, t0.Add(4*time.Second)); got != 1000 {
+		t.Errorf("bitrate before the drop = %v kbit/s, want 1000", got)
+	}
+	if got := bitrate(ticks, t0.Add(4*time.Second), t0.Add(8*time.Second)); got != 100 {
+		t.Errorf("bitrate during the drop = %v kbit/s, want 100", got)
+	}
+	if got := bitrate(ticks, t0.Add(20*time.Second), t0.Add(30*time.Second)); got != 0 {
+		t.Errorf("bitrate with no ticks = %v, want 0", got)
+	}
+	// The link comes back at 8 s and the figures are back at once: the
+	// first one-second window that starts there is whole again.
+	if got := recovery(shown, ticks, t0.Add(8*time.Second), t0.Add(16*time.Second), 20, 1000); got != 1 {
+		t.Errorf("recovery = %v s, want 1", got)
+	}
+	// Back at 4 s (during the drop): the figures return at 8 s, 5 s later.
+	if got := recovery(shown, ticks, t0.Add(4*time.Second), t0.Add(16*time.Second), 20, 1000); got != 5 {
+		t.Errorf("recovery from 4 s = %v s, want 5", got)
+	}
+	if got := recovery(shown, ticks, t0.Add(4*time.Second), t0.Add(7*time.Second), 20, 1000); got != -1 {
+		t.Errorf("recovery that never comes = %v, want -1", got)
+	}
+}
