@@ -43,7 +43,7 @@ func FuzzOfficeFiles(f *testing.F) {
 		rect := cellRect{0, 0, 2, 3}
 		if strings.HasSuffix(name, ".ods") {
 			// Our own reader: no recover, a panic is a bug.
-			if cells, _, err := odsCells(data, "", rect); err == nil && (len(cells) != rect.rows() || len(cells[0]) != rect.cols()) {
+			if cells, _, err := readCells(data, name, "", rect); err == nil && (len(cells) != rect.rows() || len(cells[0]) != rect.cols()) {
 				t.Fatalf("odsCells gave %dx? cells for a %dx%d rect", len(cells), rect.rows(), rect.cols())
 			}
 			return

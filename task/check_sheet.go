@@ -311,6 +311,12 @@ func readCells(data []byte, path, sheet string, rect cellRect) ([][]sheetCell, s
 	case ".xlsx", ".xlsm":
 		return xlsxCells(data, sheet, rect)
 	case ".ods":
+		content, err := zipMember(data, "content.xml")
+		if err != nil {
+			return nil, "", err
+		}
+		return odsCells(content, sheet, rect)
+	case ".fods": // LibreOffice's flat XML: the content.xml and the rest in one file
 		return odsCells(data, sheet, rect)
 	case ".csv", ".tsv":
 		records, err := parseCSV(data)
@@ -319,7 +325,7 @@ func readCells(data []byte, path, sheet string, rect cellRect) ([][]sheetCell, s
 		}
 		return csvCells(records, rect), "", nil
 	default:
-		return nil, "", fmt.Errorf("spreadsheet_cell reads .xlsx, .ods and .csv files, not %q", ext)
+		return nil, "", fmt.Errorf("spreadsheet_cell reads .xlsx, .ods, .fods and .csv files, not %q", ext)
 	}
 }
 
@@ -426,7 +432,8 @@ const (
 	nsText   = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 )
 
-// odsCells reads rect of a sheet of an ODS file from its content.xml.
+// odsCells reads rect of a sheet of an ODS file from its content.xml (or a
+// flat .fods file, which holds the same elements).
 //
 // No Go library that reads ODS is kept up (the few there are were last
 // changed years ago and read whole sheets into memory, expanding
@@ -434,11 +441,7 @@ const (
 // tail), so this is a small streaming reader: it walks the tables' rows and
 // cells, counting repeated rows and columns arithmetically, and keeps only
 // the cells of rect.
-func odsCells(data []byte, sheet string, rect cellRect) ([][]sheetCell, string, error) {
-	content, err := zipMember(data, "content.xml")
-	if err != nil {
-		return nil, "", err
-	}
+func odsCells(content []byte, sheet string, rect cellRect) ([][]sheetCell, string, error) {
 	r := &odsReader{want: sheet, rect: rect, out: newCells(rect)}
 	if err := r.read(content); err != nil {
 		return nil, "", err
