@@ -127,7 +127,9 @@ func docxParagraph(se xml.StartElement) xmlRole {
 		return roleTab
 	case "br", "cr":
 		return roleBreak
-	case "del", "instrText", "delText":
+	case "del", "instrText", "delText",
+		// Properties: a w:tab there is a tab stop, not a tab.
+		"pPr", "rPr", "sectPr", "tblPr", "tcPr", "trPr":
 		return roleSkip
 	}
 	return roleNone
