@@ -124,14 +124,17 @@ type Check struct {
 	// their minimum.
 	Partial bool `json:"partial,omitempty"`
 
-	// file_*: the file, "~" is the desktop user's home; relative paths are
-	// relative to it too.
+	// file_* and the checks of files (spreadsheet_cell, document_text,
+	// json_field, csv_column): the file, "~" is the desktop user's home;
+	// relative paths are relative to it too.
 	Path string `json:"path,omitempty"`
-	// file_contains, command (stdout), window_title, clipboard_contains: a
-	// substring that must occur.
+	// file_contains, command (stdout), window_title, clipboard_contains, and
+	// the checks of files and windows (a window_state's title, a
+	// process_running's command line): a substring that must occur.
 	Contains string `json:"contains,omitempty"`
-	// file_matches, command (stdout), window_title, clipboard_matches: a Go
-	// regular expression (RE2) that must match somewhere.
+	// file_matches, command (stdout), window_title, clipboard_matches, and
+	// where Contains is taken: a Go regular expression (RE2) that must match
+	// somewhere.
 	Matches string `json:"matches,omitempty"`
 	// With Contains: compare case-insensitively.
 	IgnoreCase bool `json:"ignore_case,omitempty"`
