@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -47,10 +48,14 @@ type netResult struct {
 	Profile string `json:"profile"`
 	Stack   string `json:"stack"`
 	// Glass-to-glass, over samples painted while the desktop animates.
-	Samples int       `json:"samples"`
-	Lost    int       `json:"lost"` // not shown within 3 s
-	P50     float64   `json:"p50_ms"`
-	P95     float64   `json:"p95_ms"`
+	Samples int     `json:"samples"`
+	Lost    int     `json:"lost"` // not shown within 3 s
+	P50     float64 `json:"p50_ms"`
+	P95     float64 `json:"p95_ms"`
+	// P50Over and P95Over say the percentile fell on a lost sample: the
+	// figure is the wait (3 s) and the latency was longer.
+	P50Over bool      `json:"p50_over,omitempty"`
+	P95Over bool      `json:"p95_over,omitempty"`
 	Latency []float64 `json:"latency_ms,omitempty"`
 	// ShownFPS is distinct frames the page showed per second.
 	ShownFPS float64 `json:"shown_fps"`
@@ -67,7 +72,10 @@ type netResult struct {
 	// one-second window had shown fps and sent bitrate both within 90 % of
 	// before the drop; -1 when it did not within the run.
 	RecoverySec *float64 `json:"recovery_s,omitempty"`
-	Notes       string   `json:"notes,omitempty"`
+	// Receiver is what Chromium's getStats said of the video during the
+	// window (deskenv's stacks): why frames were missing.
+	Receiver *receiverStats `json:"receiver,omitempty"`
+	Notes    string         `json:"notes,omitempty"`
 }
 
 func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -431,6 +439,7 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 		return r, err
 	}
 	kf0, kfErr := keyframesSent(ctx, st.links)
+	rs0 := receiverNow(ctx, run, st)
 	// Glass-to-glass samples until the end.
 	var lat []float64
 	rng := rand.New(rand.NewPCG(nb.c.seed, 5))
@@ -447,7 +456,7 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 			return r, err
 		}
 		var res *shown
-		if err := nb.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": 3000}, &res); err != nil || res == nil {
+		if err := nb.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": sampleWaitMs}, &res); err != nil || res == nil {
 			if ctx.Err() != nil {
 				return r, ctx.Err()
 			}
@@ -472,6 +481,9 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 		return r, fmt.Errorf("animate: %w", err)
 	}
 	kf1, kfErr1 := keyframesSent(ctx, st.links)
+	if rs1 := receiverNow(ctx, run, st); rs0 != nil && rs1 != nil {
+		r.Receiver = rs1.since(rs0)
+	}
 	// Whatever was still on its way when the animation stopped.
 	if err := sleepCtx(ctx, p.RTT+500*time.Millisecond); err != nil {
 		return r, err
@@ -490,11 +502,8 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 	defer ticksMu.Unlock()
 
 	r.Latency = lat
-	if len(lat) > 0 {
-		s := slices.Clone(lat)
-		slices.Sort(s)
-		r.P50, r.P95 = pct(s, 50), pct(s, 95)
-	}
+	r.P50, r.P50Over = latencyPct(lat, r.Lost, 50)
+	r.P95, r.P95Over = latencyPct(lat, r.Lost, 95)
 	r.ShownFPS = framesIn(shownAt, measureFrom, end) / nb.c.duration.Seconds()
 	r.FreezeMs = longestGap(shownAt, measureFrom, end).Seconds() * 1000
 	r.SentKbps = bitrate(ticks, measureFrom, end)
@@ -515,6 +524,78 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 			baseFPS, baseKbps, framesIn(shownAt, dropAt, backAt)/backAt.Sub(dropAt).Seconds(), bitrate(ticks, dropAt, backAt)))
 	}
 	return r, nil
+}
+
+// receiverStats are the browser's counters of the video it received.
+type receiverStats struct {
+	PacketsLost    float64 `json:"packets_lost"`
+	Nacks          float64 `json:"nacks_sent"`
+	PLIs           float64 `json:"plis_sent"`
+	Freezes        float64 `json:"freezes"`
+	FreezeSeconds  float64 `json:"freeze_s"`
+	FramesDropped  float64 `json:"frames_dropped"`
+	FramesDecoded  float64 `json:"frames_decoded"`
+	KeyFramesDecod float64 `json:"keyframes_decoded"`
+}
+
+const receiverExpr = `(async () => {
+  const pc = window.deskenv && deskenv.pc;
+  if (!pc) return null;
+  let o = null;
+  (await pc.getStats()).forEach((s) => {
+    if (s.type === 'inbound-rtp' && s.kind === 'video') o = {
+      PacketsLost: s.packetsLost ?? 0, Nacks: s.nackCount ?? 0, PLIs: s.pliCount ?? 0,
+      Freezes: s.freezeCount ?? 0, FreezeSeconds: s.totalFreezesDuration ?? 0,
+      FramesDropped: s.framesDropped ?? 0, FramesDecoded: s.framesDecoded ?? 0, KeyFramesDecod: s.keyFramesDecoded ?? 0 };
+  });
+  return o;
+})()`
+
+// receiverNow reads the receiver's counters; nil for noVNC or when the page
+// cannot say.
+func receiverNow(ctx context.Context, run *stackRun, st *stackUp) *receiverStats {
+	if st.links == "" {
+		return nil
+	}
+	var rs *receiverStats
+	if err := run.eval(ctx, receiverExpr, nil, &rs); err != nil {
+		return nil
+	}
+	return rs
+}
+
+func (b *receiverStats) since(a *receiverStats) *receiverStats {
+	return &receiverStats{b.PacketsLost - a.PacketsLost, b.Nacks - a.Nacks, b.PLIs - a.PLIs, b.Freezes - a.Freezes,
+		b.FreezeSeconds - a.FreezeSeconds, b.FramesDropped - a.FramesDropped, b.FramesDecoded - a.FramesDecoded,
+		b.KeyFramesDecod - a.KeyFramesDecod}
+}
+
+// sampleWaitMs is how long a glass-to-glass sample waits for the page.
+const sampleWaitMs = 3000
+
+// latencyPct is the p-th percentile of the samples with the lost ones
+// counted as longer than the wait: a stack that shows only its quick
+// frames must not look quick. over says the percentile is a lost sample.
+func latencyPct(lat []float64, lost int, p float64) (v float64, over bool) {
+	if len(lat)+lost == 0 {
+		return 0, false
+	}
+	s := slices.Clone(lat)
+	for range lost {
+		s = append(s, math.Inf(1))
+	}
+	slices.Sort(s)
+	if v = pct(s, p); math.IsInf(v, 1) {
+		return sampleWaitMs, true
+	}
+	return v, false
+}
+
+func msCell(v float64, over bool) string {
+	if over {
+		return fmt.Sprintf("> %.0f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 func joinNote(a, b string) string {
@@ -693,11 +774,15 @@ func printNetwork(w io.Writer, c networkConfig, rs []netResult) {
 				rec = fmt.Sprintf("%.2f", *r.RecoverySec)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.0f\t%.0f\t%d/%d\t%.2f\t%.0f\t%s\t%s\t\n",
-			r.Profile, r.Stack, r.ShownFPS, r.P50, r.P95, r.Lost, r.Samples, r.FreezeMs/1000, r.SentKbps, kf, rec)
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%s\t%d/%d\t%.2f\t%.0f\t%s\t%s\t\n",
+			r.Profile, r.Stack, r.ShownFPS, msCell(r.P50, r.P50Over), msCell(r.P95, r.P95Over), r.Lost, r.Samples, r.FreezeMs/1000, r.SentKbps, kf, rec)
 	}
 	tw.Flush()
 	for _, r := range rs {
+		if v := r.Receiver; v != nil {
+			fmt.Fprintf(w, "%s, %s: Chromium received: %.0f packets lost, %.0f NACKs, %.0f PLIs sent; %.0f frames decoded (%.0f keyframes), %.0f dropped; %.0f freezes, %.1f s frozen\n",
+				r.Profile, r.Stack, v.PacketsLost, v.Nacks, v.PLIs, v.FramesDecoded, v.KeyFramesDecod, v.FramesDropped, v.Freezes, v.FreezeSeconds)
+		}
 		if r.Notes != "" {
 			fmt.Fprintf(w, "%s, %s: %s\n", r.Profile, r.Stack, r.Notes)
 		}

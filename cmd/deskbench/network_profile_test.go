@@ -173,3 +173,30 @@ func TestBitrateAndRecovery(t *testing.T) {
 		t.Errorf("recovery that never comes = %v, want -1", got)
 	}
 }
+
+func TestLatencyPct(t *testing.T) {
+	lat := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190}
+	tests := []struct {
+		name     string
+		lat      []float64
+		lost     int
+		p        float64
+		want     float64
+		wantOver bool
+	}{
+		{"no loss", lat, 0, 95, 190, false},
+		{"one lost of twenty is the p95", lat, 1, 95, 190, false},
+		{"two lost of twenty-one push p95 past the wait", lat, 2, 95, sampleWaitMs, true},
+		{"median unaffected by a few lost", lat, 2, 50, 110, false},
+		{"all lost", nil, 3, 50, sampleWaitMs, true},
+		{"no samples", nil, 0, 50, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, over := latencyPct(tc.lat, tc.lost, tc.p)
+			if got != tc.want || over != tc.wantOver {
+				t.Errorf("latencyPct(%d samples, %d lost, p%v) = %v, %v; want %v, %v", len(tc.lat), tc.lost, tc.p, got, over, tc.want, tc.wantOver)
+			}
+		})
+	}
+}
