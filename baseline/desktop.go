@@ -201,6 +201,9 @@ func (b *Desktop) expectedApps() int {
 			apps++
 		}
 	}
+	if len(b.d.Config().Panel) > 0 {
+		apps++ // the panel's window
+	}
 	return apps
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,7 +32,7 @@ func (b *Desktop) kill(ctx context.Context, rep *Report) error {
 		return err
 	}
 	defer x.Close()
-	keep := keepClient(owned, mine)
+	keep := keepClient(owned, mine, b.d.PanelPIDs())
 	n, err := x.killClients(keep)
 	if err != nil {
 		b.log.Warn("cannot list X clients; windows of processes not found by their environment may survive the reset", "err", err)
@@ -77,10 +78,15 @@ func (b *Desktop) killProcesses(mine map[int]bool) []int {
 	return killed
 }
 
-// serverProcesses are the X server and the xkbcomp it runs now and then:
-// never the session's to kill.
+// serverProcesses are the X server and the xkbcomp it runs now and then,
+// and the desktop's panel (display.Config.Panel): never the session's to
+// kill. What the panel's launchers started is: only the panel's own process
+// is spared.
 func (b *Desktop) serverProcesses() map[int]bool {
 	skip := map[int]bool{}
+	for _, p := range b.d.PanelPIDs() {
+		skip[p] = true
+	}
 	if sp := b.d.ServerPID(); sp > 0 {
 		skip[sp] = true
 		for p := range descendants(sp) {
@@ -91,12 +97,12 @@ func (b *Desktop) serverProcesses() map[int]bool {
 }
 
 // keepClient says which X clients survive a reset, by process id: this
-// process always; on a display someone else runs, also every client that is
-// not ours (mine), and those whose process is unknown.
-func keepClient(owned bool, mine map[int]bool) func(pid int) bool {
+// process and the panel's always; on a display someone else runs, also
+// every client that is not ours (mine), and those whose process is unknown.
+func keepClient(owned bool, mine map[int]bool, panel []int) func(pid int) bool {
 	self := os.Getpid()
 	return func(pid int) bool {
-		if pid == self {
+		if pid == self || (pid > 0 && slices.Contains(panel, pid)) {
 			return true
 		}
 		if owned {

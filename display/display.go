@@ -56,6 +56,18 @@ type Config struct {
 	// xterm; an empty non-nil slice means none.
 	Apps [][]string
 
+	// Session is SessionDesktop or SessionBare ("" is bare): the desktop
+	// session adds a panel (Panel), a wallpaper and the home skeleton
+	// (session.go) to the window manager and Apps.
+	Session string
+
+	// Panel is the command line of the desktop's panel. nil means tint2 in
+	// the desktop session and none in the bare one; an empty non-nil slice
+	// means none. The panel is part of the desktop itself: restarted
+	// whenever it dies, and kept running across RestartSession and
+	// KillSession (a reset), so it is one process for the desktop's life.
+	Panel []string
+
 	// Home is the desktop user's home directory, given to the session as $HOME.
 	// Empty means the current $HOME.
 	Home string
@@ -102,6 +114,12 @@ func (c *Config) defaults() {
 	if c.Apps == nil {
 		c.Apps = [][]string{{"xterm"}}
 	}
+	if c.Panel == nil {
+		c.Panel = []string{}
+		if c.Session == SessionDesktop {
+			c.Panel = []string{"tint2"}
+		}
+	}
 	if c.Home == "" {
 		c.Home = os.Getenv("HOME")
 	}
@@ -142,6 +160,18 @@ type Display struct {
 // Start starts (or attaches to) the display described by cfg and returns once
 // an X connection is open and the session has been launched.
 func Start(ctx context.Context, cfg Config) (*Display, error) {
+	switch cfg.Session {
+	case "", SessionBare, SessionDesktop:
+	default:
+		return nil, fmt.Errorf("unknown session %q: use %q or %q", cfg.Session, SessionDesktop, SessionBare)
+	}
+	// The skeleton goes only into a home that was named: never into the
+	// $HOME of whoever runs this.
+	if cfg.Session == SessionDesktop && cfg.Attach == "" && cfg.Home != "" {
+		if err := writeSkeleton(cfg.Home, cfg.Credential); err != nil {
+			return nil, err
+		}
+	}
 	cfg.defaults()
 	d := &Display{cfg: cfg, log: cfg.Logger, stop: make(chan struct{}), changed: make(chan struct{})}
 	if cfg.Attach != "" {
@@ -544,7 +574,7 @@ func (d *Display) watch(cmd *exec.Cmd, done chan struct{}) {
 	}
 	num, _ := strconv.Atoi(strings.TrimPrefix(d.name, ":"))
 	for attempt := 1; ; attempt++ {
-		d.stopSession()
+		d.stopSession(false)
 		os.Remove(d.lockFile)
 		os.Remove(fmt.Sprintf("/tmp/.X11-unix/X%d", num))
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -604,6 +634,23 @@ func (d *Display) StartSession(ctx context.Context) error {
 			d.log.Warn("window manager did not come up in time", "err", err)
 		}
 	}
+	if d.cfg.Session == SessionDesktop {
+		if conn := d.Conn(); conn != nil {
+			if err := paintWallpaper(conn, d.Screen()); err != nil {
+				d.log.Warn("cannot paint the wallpaper; the background stays as the server has it", "err", err)
+			}
+		}
+	}
+	if len(d.cfg.Panel) > 0 && !d.panelRunning() {
+		cmd, err := d.spawnSupervised(newSlot(RolePanel, d.cfg.Panel))
+		if err != nil {
+			d.mu.Lock()
+			d.session = append(d.session, cmds...)
+			d.mu.Unlock()
+			return fmt.Errorf("start the panel: %w", err)
+		}
+		cmds = append(cmds, cmd)
+	}
 	for _, argv := range d.cfg.Apps {
 		if len(argv) == 0 {
 			continue
@@ -624,10 +671,38 @@ func (d *Display) StartSession(ctx context.Context) error {
 }
 
 // RestartSession stops the window manager and session apps and starts them
-// again, leaving the X server (and everyone's connection) in place.
+// again, leaving the X server (and everyone's connection) and the panel in
+// place.
 func (d *Display) RestartSession(ctx context.Context) error {
-	d.stopSession()
+	d.stopSession(true)
 	return d.StartSession(ctx)
+}
+
+// panelRunning reports whether the session's panel runs (or waits for its
+// restart: it is still in d.session).
+func (d *Display) panelRunning() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.session {
+		if c.role() == RolePanel {
+			return true
+		}
+	}
+	return false
+}
+
+// PanelPIDs are the process ids of the running panel (none, or one): a
+// reset, which kills every other process of the session, spares them.
+func (d *Display) PanelPIDs() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var pids []int
+	for _, c := range d.session {
+		if c.role() == RolePanel && !c.exited() {
+			pids = append(pids, c.cmd.Process.Pid)
+		}
+	}
+	return pids
 }
 
 // child is a session process and a channel closed when it has exited, so
@@ -700,10 +775,12 @@ func (d *Display) spawn(argv []string) (*child, error) {
 	return c, nil
 }
 
-func (d *Display) stopSession() {
+// stopSession stops the session's processes, all but the panel when
+// keepPanel.
+func (d *Display) stopSession(keepPanel bool) {
 	d.mu.Lock()
-	cmds := d.session
-	d.session = nil
+	cmds, kept := splitPanel(d.session, keepPanel)
+	d.session = kept
 	d.mu.Unlock()
 	for _, c := range cmds {
 		killGroup(c, syscall.SIGTERM)
@@ -816,7 +893,7 @@ func (d *Display) Close() error {
 	xvfb, done := d.xvfb, d.xvfbDone
 	d.mu.Unlock()
 
-	d.stopSession()
+	d.stopSession(false)
 	if conn != nil {
 		conn.Close()
 	}

@@ -369,10 +369,12 @@ func (d *Display) noteServerRestart(e *Exit, err error) {
 // (SIGKILL to each process group) and forgets them, so none is restarted;
 // it returns their process ids. A reset uses it before it kills whatever
 // else runs on the desktop, then starts the session again.
+//
+// The panel is not the session's to kill: it stays, and stays supervised.
 func (d *Display) KillSession() []int {
 	d.mu.Lock()
-	cmds := d.session
-	d.session = nil
+	cmds, kept := splitPanel(d.session, true)
+	d.session = kept
 	d.mu.Unlock()
 	pids := make([]int, 0, len(cmds))
 	for _, c := range cmds {
@@ -380,6 +382,19 @@ func (d *Display) KillSession() []int {
 		pids = append(pids, c.cmd.Process.Pid)
 	}
 	return pids
+}
+
+// splitPanel splits the session's processes into those to stop and those
+// kept: the panel, when keepPanel.
+func splitPanel(session []*child, keepPanel bool) (stop, kept []*child) {
+	for _, c := range session {
+		if keepPanel && c.role() == RolePanel {
+			kept = append(kept, c)
+		} else {
+			stop = append(stop, c)
+		}
+	}
+	return stop, kept
 }
 
 func (c *child) name() string {

@@ -1,0 +1,199 @@
+package display
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// Sessions. A session is what runs on the display besides the X server:
+// the window manager and the apps of Config, and, for the desktop session,
+// a panel (tint2: launchers, the window list and a clock), a wallpaper and
+// a home skeleton that configures the desktop's applications so they start
+// without first-run questions in every episode.
+const (
+	// SessionBare is openbox and the apps: the light desktop for pools.
+	SessionBare = "bare"
+	// SessionDesktop adds the panel, the wallpaper and the home skeleton.
+	SessionDesktop = "desktop"
+)
+
+// RolePanel is the panel's role in Exit and Process.
+const RolePanel = "panel"
+
+// DesktopPrograms are the programs the desktop session's panel and
+// launchers start; MissingForDesktop says which of them are not installed.
+var desktopPrograms = []string{"tint2", "pcmanfm", "mousepad", "galculator", "mupdf-gl", "libreoffice", "chromium"}
+
+// MissingForDesktop names the desktop session's programs not found on
+// $PATH (none: the desktop session can run).
+func MissingForDesktop() []string {
+	var missing []string
+	for _, p := range desktopPrograms {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// skeleton is the desktop session's home skeleton: the panel's
+// configuration, the launchers' .desktop files, a LibreOffice profile with
+// no tip of the day, no first-start wizard, no recovery prompt, no "Keep
+// current format" question and high macro security, and pcmanfm's settings.
+//
+//go:embed all:skeleton
+var skeleton embed.FS
+
+// writeSkeleton copies the home skeleton into home, as the session's user
+// (cred; nil: this process's). A file that exists is left alone: the home
+// may be an operator's (--home) with settings of its own, and what is
+// written once is in the baseline every reset restores.
+func writeSkeleton(home string, cred *syscall.Credential) error {
+	chown := func(p string) error {
+		if cred == nil {
+			return nil
+		}
+		return os.Lchown(p, int(cred.Uid), int(cred.Gid))
+	}
+	return fs.WalkDir(skeleton, "skeleton", func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("skeleton", p)
+		if rel == "." {
+			return nil
+		}
+		dst := filepath.Join(home, rel)
+		if e.IsDir() {
+			if err := os.Mkdir(dst, 0o755); err != nil {
+				if errors.Is(err, fs.ErrExist) {
+					return nil
+				}
+				return fmt.Errorf("home skeleton: %w", err)
+			}
+			return chown(dst)
+		}
+		data, err := skeleton.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("home skeleton: %w", err)
+		}
+		_, werr := f.Write(data)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("home skeleton %s: %w", dst, werr)
+		}
+		return chown(dst)
+	})
+}
+
+// Wallpaper colours: a vertical gradient from top to bottom.
+var wallTop, wallBottom = [3]uint8{0x2f, 0x4f, 0x6f}, [3]uint8{0x6d, 0x8f, 0xab}
+
+// paintWallpaper makes the root window's background a vertical gradient.
+//
+// deskenv paints it itself rather than running hsetroot: the background is
+// an attribute of the root window, held by the server, not by a client, so
+// a reset (which kills every X client and puts the root window's
+// properties back) leaves it alone; hsetroot's pixmap would belong to a
+// retained client that the reset's client kill frees. No pseudo-transparency
+// property (_XROOTPMAP_ID) is set: nothing on this desktop uses it, and a
+// root property would be one more thing the baseline has to match. The
+// session repaints it at every start, so a task that changed the
+// background (xsetroot) gets it back at the next reset.
+//
+// The pixmap is one pixel wide and tiles across the screen: a few KiB for
+// the server, whatever the screen size.
+func paintWallpaper(conn *xgb.Conn, screen xproto.ScreenInfo) error {
+	h := screen.HeightInPixels
+	vis := visualOf(screen)
+	if vis == nil || vis.Class != xproto.VisualClassTrueColor {
+		// Not a true colour screen (deskenv starts 16 or 24 bit ones): a
+		// flat colour from the colormap would need allocating; keep it simple.
+		return errors.New("the root window's visual is not TrueColor")
+	}
+	pix, err := xproto.NewPixmapId(conn)
+	if err != nil {
+		return err
+	}
+	if err := xproto.CreatePixmapChecked(conn, screen.RootDepth, pix, xproto.Drawable(screen.Root), 1, h).Check(); err != nil {
+		return fmt.Errorf("create the wallpaper: %w", err)
+	}
+	defer xproto.FreePixmap(conn, pix)
+	gc, err := xproto.NewGcontextId(conn)
+	if err != nil {
+		return err
+	}
+	xproto.CreateGC(conn, gc, xproto.Drawable(pix), 0, nil)
+	defer xproto.FreeGC(conn, gc)
+	for y := uint16(0); y < h; y++ {
+		var c [3]uint8
+		for i := range c {
+			c[i] = uint8(int(wallTop[i]) + (int(wallBottom[i])-int(wallTop[i]))*int(y)/int(max(h-1, 1)))
+		}
+		xproto.ChangeGC(conn, gc, xproto.GcForeground, []uint32{pixelOf(vis, c)})
+		xproto.PolyFillRectangle(conn, xproto.Drawable(pix), gc, []xproto.Rectangle{{X: 0, Y: int16(y), Width: 1, Height: 1}})
+	}
+	// The root keeps the pixmap after it is freed: the background holds a
+	// reference of the server's own.
+	if err := xproto.ChangeWindowAttributesChecked(conn, screen.Root, xproto.CwBackPixmap, []uint32{uint32(pix)}).Check(); err != nil {
+		return fmt.Errorf("set the wallpaper: %w", err)
+	}
+	return xproto.ClearAreaChecked(conn, true, screen.Root, 0, 0, 0, 0).Check()
+}
+
+// visualOf is the root window's visual.
+func visualOf(s xproto.ScreenInfo) *xproto.VisualInfo {
+	for _, d := range s.AllowedDepths {
+		for i, v := range d.Visuals {
+			if v.VisualId == s.RootVisual {
+				return &d.Visuals[i]
+			}
+		}
+	}
+	return nil
+}
+
+// pixelOf is the pixel value of colour c in a TrueColor visual.
+func pixelOf(v *xproto.VisualInfo, c [3]uint8) uint32 {
+	return scale(c[0], v.RedMask) | scale(c[1], v.GreenMask) | scale(c[2], v.BlueMask)
+}
+
+// scale puts an 8-bit channel into the bits of mask.
+func scale(x uint8, mask uint32) uint32 {
+	if mask == 0 {
+		return 0
+	}
+	shift := 0
+	for mask>>shift&1 == 0 {
+		shift++
+	}
+	bits := 0
+	for mask>>(shift+bits)&1 == 1 {
+		bits++
+	}
+	v := uint32(x)
+	if bits < 8 {
+		v >>= 8 - bits
+	} else {
+		v <<= bits - 8
+	}
+	return v << shift & mask
+}
