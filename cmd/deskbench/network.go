@@ -544,9 +544,9 @@ const receiverExpr = `(async () => {
   let o = null;
   (await pc.getStats()).forEach((s) => {
     if (s.type === 'inbound-rtp' && s.kind === 'video') o = {
-      PacketsLost: s.packetsLost ?? 0, Nacks: s.nackCount ?? 0, PLIs: s.pliCount ?? 0,
-      Freezes: s.freezeCount ?? 0, FreezeSeconds: s.totalFreezesDuration ?? 0,
-      FramesDropped: s.framesDropped ?? 0, FramesDecoded: s.framesDecoded ?? 0, KeyFramesDecod: s.keyFramesDecoded ?? 0 };
+      packets_lost: s.packetsLost ?? 0, nacks_sent: s.nackCount ?? 0, plis_sent: s.pliCount ?? 0,
+      freezes: s.freezeCount ?? 0, freeze_s: s.totalFreezesDuration ?? 0,
+      frames_dropped: s.framesDropped ?? 0, frames_decoded: s.framesDecoded ?? 0, keyframes_decoded: s.keyFramesDecoded ?? 0 };
   });
   return o;
 })()`
