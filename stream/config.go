@@ -119,6 +119,10 @@ type Config struct {
 	// MaxInputBytes is the largest input message accepted on the data
 	// channel (default 65536).
 	MaxInputBytes int
+	// wsAckWait is how long websocket video frames may go unacknowledged
+	// before the viewer is dropped (default wsDefaultAckWait); tests
+	// shorten it.
+	wsAckWait time.Duration
 	// Capturer, when set, is shared with the rest of the appliance (it is
 	// safe for concurrent use); otherwise the server makes its own. Either
 	// way it is made once, up front: xgb registers extensions in

@@ -86,6 +86,8 @@ func FuzzSignalMessage(f *testing.F) {
 		`{"type":"control","op":"request"}`, `{"type":"control","op":"grant","viewer":"v2"}`,
 		`{"type":"control","op":"policy","policy":"shared"}`, `{"type":"ping","t":12.5}`,
 		`{"type":"ping"} {"type":"ping"}`, `{"type":5}`, `[]`, `{"type":"candidate","candidate":{"sdpMLineIndex":70000}}`,
+		`{"type":"transport","kind":"websocket"}`, `{"type":"ack","seq":3,"decode_ms":1.25}`,
+		`{"type":"input","input":{ "t" : "mm", "x": 1, "y": 2 }}`, `{"type":"input","input":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -102,8 +104,68 @@ func FuzzSignalMessage(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decodeSignal(%s) of an accepted message's own JSON: %v", b, err)
 		}
+		// The raw input comes back compacted: compare what it says.
+		if !sameJSON(back.Input, m.Input) {
+			t.Fatalf("round trip changed the input: got %s, want %s", back.Input, m.Input)
+		}
+		back.Input, m.Input = nil, nil
 		if !reflect.DeepEqual(back, m) {
 			t.Fatalf("round trip changed the message:\n got %+v\nwant %+v", back, m)
+		}
+	})
+}
+
+// sameJSON reports whether two raw JSON values (either may be absent) say
+// the same thing.
+func sameJSON(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// FuzzWSMessages feeds the websocket transport's messages to their
+// parsers: a transport request accepted asks for the websocket; an ack
+// accepted holds a frame number 1..2^32-1 and a decode time 0..60 s; the
+// video message header reads back what wsFrame wrote.
+func FuzzWSMessages(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"transport","kind":"websocket"}`, `{"type":"transport","kind":"webrtc"}`, `{"type":"transport"}`,
+		`{"type":"ack","seq":1}`, `{"type":"ack","seq":4294967295,"decode_ms":60000}`, `{"type":"ack","seq":0}`,
+		`{"type":"ack","seq":1e300,"decode_ms":-1}`, `{"type":"ack","seq":"1"}`,
+		"\x01\x01\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01\x67",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if seq, key, at, au, err := wsFrameInfo(data); err == nil {
+			back := wsFrame(seq, key, at, au)
+			want := append([]byte(nil), data...)
+			want[1] &= wsFlagKey // other flag bits are reserved and ignored
+			if at.UnixMicro() >= 0 && string(back) != string(want) {
+				t.Fatalf("wsFrame(wsFrameInfo(%x)) = %x", data, back)
+			}
+		}
+		m, err := decodeSignal(data)
+		if err != nil {
+			return
+		}
+		if parseTransport(m) == nil && m.Kind != "websocket" {
+			t.Fatalf("transport %q accepted", m.Kind)
+		}
+		a, err := parseAck(m)
+		if err != nil {
+			return
+		}
+		if a.seq == 0 || float64(a.seq) != *m.Seq {
+			t.Fatalf("ack %+v from seq %v", a, *m.Seq)
+		}
+		if a.decodeMs != -1 && (a.decodeMs < 0 || a.decodeMs > wsMaxDecodeMillis) {
+			t.Fatalf("ack decode time %v accepted", a.decodeMs)
 		}
 	})
 }

@@ -50,8 +50,12 @@ func (v *viewer) inputError(dc *webrtc.DataChannel, err error) {
 // sendInputJSON sends a message on the input channel if it is open.
 func (v *viewer) sendInputJSON(m any) {
 	v.mu.Lock()
-	dc := v.dc
+	dc, ws := v.dc, v.wsv != nil
 	v.mu.Unlock()
+	if ws {
+		v.sendJSON(inputEnvelope{Type: "input", Input: m})
+		return
+	}
 	if dc == nil || dc.ReadyState() != webrtc.DataChannelStateOpen || dc.BufferedAmount() > maxErrBuffered {
 		return
 	}

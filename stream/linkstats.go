@@ -16,10 +16,13 @@ type LinkStats struct {
 	Viewer string `json:"viewer"`
 	Codec  string `json:"codec"`
 	// Transport is how the video travels: "udp", "tcp" (ICE-TCP) or
-	// "relay" (through TURN); "" until ICE has chosen a pair.
+	// "relay" (through TURN); "" until ICE has chosen a pair; "websocket"
+	// for the one-port fallback (wsvideo.go).
 	Transport string `json:"transport"`
 	// RTTMillis is the round trip of the chosen ICE pair, from STUN
-	// consent checks (every few seconds); 0 until one was measured.
+	// consent checks (every few seconds); 0 until one was measured. On the
+	// websocket it is from sending a frame to its acknowledgement, the
+	// page's decode included.
 	RTTMillis float64 `json:"rtt_ms"`
 	// EstimateKbps is GCC's estimate of this viewer's link; 0 with
 	// congestion control off.
@@ -107,8 +110,11 @@ func (m *secondMeter) read(now time.Time) (meterCount, uint64) {
 // linkStats reads what v's link does now.
 func (v *viewer) linkStats(now time.Time) (LinkStats, bool) {
 	v.mu.Lock()
-	pc, out, video := v.pc, v.send, v.video
+	pc, out, video, w := v.pc, v.send, v.video, v.wsv
 	v.mu.Unlock()
+	if w != nil {
+		return v.wsLinkStats(w, now), true
+	}
 	if pc == nil || out.codec == nil {
 		return LinkStats{}, false
 	}

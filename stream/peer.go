@@ -86,6 +86,11 @@ type videoOut struct {
 	track *webrtc.TrackLocalStaticRTP
 	bwe   cc.BandwidthEstimator // nil without congestion control
 	link  *linkStats
+	// ws is set for the websocket transport (wsvideo.go): frames go to it
+	// instead of track, and gone ends the viewer when its page stops
+	// acknowledging them.
+	ws   *wsVideo
+	gone func(error)
 }
 
 // onOffer answers the browser's offer: one peer connection per websocket.

@@ -1,5 +1,7 @@
 package stream
 
+import "encoding/json"
+
 // Wire messages of the stream protocol (docs/STREAM.md). Signalling messages
 // travel as JSON text frames on the websocket; input messages as JSON text on
 // the "input" data channel.
@@ -109,6 +111,14 @@ type clientMsg struct {
 	Viewer    string         `json:"viewer"`
 	Policy    string         `json:"policy"`
 	T         *float64       `json:"t"`
+	// Kind is the transport asked for ({"type":"transport"}).
+	Kind string `json:"kind"`
+	// Seq and DecodeMs acknowledge websocket video frames ({"type":"ack"}).
+	Seq      *float64 `json:"seq"`
+	DecodeMs *float64 `json:"decode_ms"`
+	// Input is one input message on the websocket transport
+	// ({"type":"input"}), kept raw for the input parser's own checks.
+	Input json.RawMessage `json:"input,omitempty"`
 }
 
 // inputMsg is one message on the input data channel. Numbers are float64 so a

@@ -45,6 +45,7 @@ type viewer struct {
 	cancel context.CancelFunc
 	ws     *websocket.Conn
 	out    chan []byte
+	bin    chan []byte   // video messages of the websocket transport (wsvideo.go)
 	done   chan struct{} // closed when the writer has finished
 
 	closeOnce   sync.Once
@@ -59,6 +60,7 @@ type viewer struct {
 	sub      *subscriber
 	send     videoOut // what the offer chose, set with pc
 	link     *linkStats
+	wsv      *wsVideo // set when the video travels on the websocket
 }
 
 func (v *viewer) info() ViewerInfo {
@@ -143,7 +145,7 @@ func (s *Server) serveViewer(ws *websocket.Conn, r *http.Request, role string, v
 	ws.SetReadLimit(maxSignalBytes)
 	v := &viewer{
 		s: s, role: role, viewOnly: viewOnly, since: time.Now(), remote: r.RemoteAddr,
-		ws: ws, out: make(chan []byte, signalQueue), done: make(chan struct{}), link: &linkStats{},
+		ws: ws, out: make(chan []byte, signalQueue), bin: make(chan []byte, wsBinQueue), done: make(chan struct{}), link: &linkStats{},
 	}
 	v.ctx, v.cancel = context.WithCancel(s.ctx)
 
@@ -257,6 +259,12 @@ func (v *viewer) writer() {
 			v.ws.SetWriteDeadline(time.Now().Add(writeWait))
 			if err := v.ws.WriteMessage(websocket.TextMessage, b); err != nil {
 				v.close("writing to the websocket: " + err.Error())
+				return
+			}
+		case b := <-v.bin:
+			v.ws.SetWriteDeadline(time.Now().Add(writeWait))
+			if err := v.ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+				v.close("writing video to the websocket: " + err.Error())
 				return
 			}
 		case <-ping.C:
@@ -373,10 +381,16 @@ func (v *viewer) handle(data []byte) {
 		v.sendJSON(pongMsg{Type: "pong", T: m.T})
 	case "stats":
 		v.onStats()
+	case "transport":
+		v.onTransport(m)
+	case "ack":
+		v.onAck(m)
+	case "input":
+		v.onWSInput(m)
 	case "":
-		v.sendError(CodeBadMessage, "signalling message has no \"type\": use offer, candidate, control, ping or stats")
+		v.sendError(CodeBadMessage, "signalling message has no \"type\": use offer, candidate, control, ping, stats, transport, ack or input")
 	default:
-		v.sendError(CodeBadMessage, "unknown signalling message type %q: use offer, candidate, control, ping or stats", truncate(m.Type, 40))
+		v.sendError(CodeBadMessage, "unknown signalling message type %q: use offer, candidate, control, ping, stats, transport, ack or input", truncate(m.Type, 40))
 	}
 }
 

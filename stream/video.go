@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
@@ -35,14 +34,18 @@ type encFrame struct {
 	at    time.Time // when it was captured: RTP timestamps follow the real clock
 }
 
+// estimator is a viewer's estimate of its link, read by congestion control:
+// GCC's for WebRTC viewers, the acknowledgements' for websocket ones.
+type estimator interface{ GetTargetBitrate() int }
+
 // subscriber is one viewer's end of the fan-out.
 type subscriber struct {
 	id      string
 	codec   string // the Name of the codec it is sent
 	pay     rtp.Payloader
 	track   *webrtc.TrackLocalStaticRTP
-	bwe     cc.BandwidthEstimator // nil without congestion control
-	link    *linkStats            // nil in tests that subscribe directly
+	bwe     estimator  // nil without congestion control
+	link    *linkStats // nil in tests that subscribe directly
 	q       chan *encFrame
 	needKey bool // guarded by pipeline.mu: drop until the next keyframe
 	quit    chan struct{}
@@ -118,7 +121,14 @@ func (p *pipeline) sizes() (vw, vh, sw, sh int) {
 // one (and the loop an encoder for the first of its codec). The viewer gets
 // frames from the next keyframe on, which it asks for.
 func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
-	sub := &subscriber{id: id, codec: out.codec.Name, pay: out.codec.NewPayloader(), track: out.track, bwe: out.bwe, link: out.link,
+	var bwe estimator
+	switch {
+	case out.ws != nil && !p.s.cfg.FixedBitrate:
+		bwe = out.ws
+	case out.bwe != nil:
+		bwe = out.bwe
+	}
+	sub := &subscriber{id: id, codec: out.codec.Name, pay: out.codec.NewPayloader(), track: out.track, bwe: bwe, link: out.link,
 		q: make(chan *encFrame, p.s.cfg.QueueFrames), needKey: true, quit: make(chan struct{}), done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -128,7 +138,11 @@ func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
 	p.subs[sub] = struct{}{}
 	p.inUse[sub.codec]++
 	p.codecGen.Add(1)
-	go p.send(sub)
+	if out.ws != nil {
+		go p.sendWS(sub, out.ws, out.gone)
+	} else {
+		go p.send(sub)
+	}
 	if !p.running {
 		p.running = true
 		p.counters.starts.Add(1)
