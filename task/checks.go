@@ -12,7 +12,7 @@ import (
 // entry each; messages list the types in this order.
 func builtinChecks() []CheckKind {
 	file := Required("path", "the file, such as \"~/notes.txt\"")
-	return []CheckKind{
+	return append([]CheckKind{
 		{Name: CheckAnd, Fields: []string{"checks", "partial"}, Needs: []Need{Required("checks", "the checks to combine")},
 			Describe: describeAnd, combines: true, validate: validateAnd},
 		{Name: CheckOr, Fields: []string{"checks"}, Needs: []Need{Required("checks", "the checks to combine")},
@@ -60,7 +60,7 @@ func builtinChecks() []CheckKind {
 			Describe: describeWindowState, Evaluate: windowState, validate: validateWindowState},
 		{Name: CheckProcessRunning, Fields: []string{"process", "contains", "matches", "ignore_case"},
 			Describe: describeProcess, Evaluate: processRunning, validate: validateProcess},
-	}
+	}, browserChecks()...)
 }
 
 // validateAnd checks what "and" and "or" need beyond their checks being

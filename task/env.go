@@ -93,6 +93,9 @@ type DisplayEnv struct {
 	mu    sync.Mutex
 	x     *xstate
 	procs []*Process
+
+	browser *Browser  // the browser step's; nil when none
+	served  []*server // the serve steps' servers
 }
 
 // NewEnv makes the Env of display d for the desktop user whose home is home
@@ -356,10 +359,14 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("cannot find %q on the desktop's PATH (%s)", name, pathVar)
 }
 
-// CloseLaunched ends every process Launch started (SIGTERM to its process
-// group, SIGKILL after a grace period or when ctx ends) and forgets them.
-// Call it when the desktop is reset, before the next task's setup.
+// CloseLaunched ends every process Launch started, the browser step's
+// Chromium among them (SIGTERM to its process group, SIGKILL after a grace
+// period or when ctx ends), forgets them, and shuts the serve steps'
+// servers down. Call it when the desktop is reset, before the next task's
+// setup.
 func (e *DisplayEnv) CloseLaunched(ctx context.Context) {
+	e.closeBrowser()
+	e.closeServers(ctx)
 	e.mu.Lock()
 	procs := e.procs
 	e.procs = nil

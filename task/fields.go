@@ -58,6 +58,8 @@ func checkFieldTable() []checkField {
 		{"formula", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Formula = d.nonEmpty(v, p) }},
 		{"state", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.State = d.nonEmpty(v, p) }},
 		{"process", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Process = d.nonEmpty(v, p) }},
+		{"selector", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Selector = d.nonEmpty(v, p) }},
+		{"property", func(d *decoder, v *jnode, p string, c *Check, _ site) { c.Property = d.nonEmpty(v, p) }},
 	}
 }
 
@@ -67,7 +69,7 @@ var commonCheckFields = []string{"type", "name", "weight"}
 // checkFields are all check fields, for the unknown-field message.
 var checkFields = []string{"type", "name", "weight", "checks", "partial", "path", "contains", "matches",
 	"ignore_case", "command", "exit_code", "timeout", "selection", "region", "reference", "tolerance",
-	"equals", "pointer", "column", "row", "cell", "range", "sheet", "formula", "state", "process"}
+	"equals", "pointer", "column", "row", "cell", "range", "sheet", "formula", "state", "process", "selector", "property"}
 
 // maxCheckDepth is how deep and, or and not may nest.
 const maxCheckDepth = 16
@@ -202,12 +204,14 @@ func stepFieldTable() []stepField {
 		}},
 		{"duration", func(d *decoder, v *jnode, p string, s *Step) { s.Duration = d.positiveDuration(v, p) }},
 		{"timeout", func(d *decoder, v *jnode, p string, s *Step) { s.Timeout = d.positiveDuration(v, p) }},
+		{"dir", func(d *decoder, v *jnode, p string, s *Step) { s.Dir = d.nonEmpty(v, p) }},
+		{"port", decodePort},
 	}
 }
 
 // stepFields are all step fields, for the unknown-field message.
 var stepFields = []string{"type", "argv", "command", "path", "content", "mode", "url", "with",
-	"contains", "matches", "ignore_case", "duration", "timeout"}
+	"contains", "matches", "ignore_case", "duration", "timeout", "dir", "port"}
 
 func decodeArgv(d *decoder, v *jnode, p string, s *Step) {
 	s.Argv = d.strList(v, p)
@@ -256,4 +260,13 @@ func (d *decoder) script(v *jnode, p string) string {
 		d.fail(v, p, "must not be empty")
 	}
 	return s
+}
+
+// decodePort is a serve step's port: one a program without privileges may
+// listen on.
+func decodePort(d *decoder, v *jnode, p string, s *Step) {
+	s.Port = d.integer(v, p)
+	if v.kind == jNumber && (s.Port < 1024 || s.Port > 65535) {
+		d.fail(v, p, "must be a port between 1024 and 65535, got %d", s.Port)
+	}
 }

@@ -74,6 +74,9 @@ func builtinSteps() []stepKind {
 		{name: StepWaitWindow, fields: []string{"contains", "matches", "ignore_case", "timeout"}, needs: []Need{OneOf("contains", "matches")},
 			run: func(ctx context.Context, r *setupRun, s *Step) error { return r.waitWindow(ctx, s) }},
 		{name: StepSleep, fields: []string{"duration"}, needs: []Need{Required("duration", "how long to sleep, such as \"2s\"")}, run: runSleep},
+		{name: StepBrowser, fields: []string{"url", "path", "timeout"}, needs: []Need{OneOf("url", "path")}, run: runBrowser},
+		{name: StepServe, fields: []string{"dir", "port"}, needs: []Need{Required("dir", "the folder to serve, such as \"~/site\""),
+			Required("port", "the port on 127.0.0.1, such as 8123")}, run: runServe},
 	}
 }
 

@@ -45,6 +45,8 @@ const (
 	StepOpen       = "open"
 	StepWaitWindow = "wait_window"
 	StepSleep      = "sleep"
+	StepBrowser    = "browser"
+	StepServe      = "serve"
 )
 
 // Step is one setup step. Which fields a step uses depends on Type; docs/TASKS.md
@@ -79,6 +81,10 @@ type Step struct {
 
 	// sleep: how long.
 	Duration Duration `json:"duration,omitempty"`
+	// serve: the folder to serve and the loopback port (1024-65535). The
+	// browser step takes URL or Path.
+	Dir  string `json:"dir,omitempty"`
+	Port int    `json:"port,omitempty"`
 	// command and wait_window: how long the step may take (defaults 60s and 10s).
 	Timeout Duration `json:"timeout,omitempty"`
 
@@ -105,6 +111,11 @@ const (
 	CheckCSVColumn         = "csv_column"
 	CheckWindowState       = "window_state"
 	CheckProcessRunning    = "process_running"
+	CheckBrowserURL        = "browser_url"
+	CheckBrowserTitle      = "browser_title"
+	CheckBrowserElement    = "browser_element"
+	CheckBrowserBookmark   = "browser_bookmark"
+	CheckBrowserDownload   = "browser_download"
 )
 
 // Check is one node of an evaluator tree: a combination (and, or, not) of
@@ -186,6 +197,11 @@ type Check struct {
 	State string `json:"state,omitempty"`
 	// process_running: the program's name, such as "galculator".
 	Process string `json:"process,omitempty"`
+	// browser_element: a CSS selector, and the property of the first element
+	// it matches: "text" (the default, its innerText), "value", "checked" or
+	// any DOM property.
+	Selector string `json:"selector,omitempty"`
+	Property string `json:"property,omitempty"`
 
 	re   *regexp.Regexp
 	ref  *image.NRGBA
