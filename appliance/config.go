@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/deskenv/deskenv/auth"
+	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
@@ -31,6 +32,11 @@ type Config struct {
 	WM        string
 	Apps      string
 	Home      string
+	// Session is the desktop session: desktop (openbox, the tint2 panel
+	// and its launchers, a wallpaper, app settings in the home), bare
+	// (openbox and the apps) or auto: desktop when its programs are
+	// installed. Apps runs in either.
+	Session string
 
 	// SessionUser is who the desktop session runs as (pool mode: a prefix
 	// or a list); AllowSharedUser lets the bash and files traits run when
@@ -107,6 +113,7 @@ func DefaultConfig() Config {
 		ModelSize:   "auto",
 		WM:          "openbox",
 		Apps:        "xterm",
+		Session:     "auto",
 		MCPTools:    "computer,tools",
 		ImageFormat: "png",
 		JPEGQuality: 80,
@@ -190,6 +197,7 @@ func (c *Config) checkChoices() error {
 	}{
 		{"--image-format", c.ImageFormat, "use png or jpeg", []string{"png", "jpeg"}},
 		{"--mode", c.Mode, "use sim or prod", []string{"sim", "prod"}},
+		{"--session", c.Session, "use desktop, bare or auto (desktop when its programs are installed)", []string{"auto", "desktop", "bare"}},
 		{"--policy", c.Policy, "use shared, human or agent", []string{"shared", "human", "agent"}},
 	}
 	for _, ch := range choices {
@@ -386,6 +394,34 @@ func (c *Config) AppCommands() [][]string {
 		apps = [][]string{}
 	}
 	return apps
+}
+
+// DisplaySession is the display's session for --session: auto becomes
+// desktop when the desktop's programs are installed, else bare, saying on
+// log what is missing. --session desktop without them is an error.
+//
+// auto also gives bare when --wm or --apps was emptied: whoever pares the
+// session down to a bare server (tests, light pools) does not want a panel
+// on it. --session desktop puts the panel there all the same.
+func (c *Config) DisplaySession(log *slog.Logger) (string, error) {
+	if c.Session == "auto" && (len(c.WMCommand()) == 0 || len(c.AppCommands()) == 0) {
+		return display.SessionBare, nil
+	}
+	missing := display.MissingForDesktop()
+	switch c.Session {
+	case "desktop":
+		if len(missing) > 0 {
+			return "", fmt.Errorf("--session desktop: %s not installed (scripts/install-deps.sh apps installs them; --session bare is the xterm desktop)", strings.Join(missing, ", "))
+		}
+		return display.SessionDesktop, nil
+	case "bare":
+		return display.SessionBare, nil
+	}
+	if len(missing) > 0 {
+		log.Warn("the bare desktop (openbox and --apps) runs: the full desktop's programs are not installed; scripts/install-deps.sh apps installs them", "missing", strings.Join(missing, ","))
+		return display.SessionBare, nil
+	}
+	return display.SessionDesktop, nil
 }
 
 // WMCommand is --wm as a command line; empty for none.

@@ -135,8 +135,14 @@ func (a *Desktop) startDisplay(ctx context.Context) (err error) {
 		return err
 	}
 	w, h, depth, _ := a.cfg.ScreenSize()
+	session := display.SessionBare
+	if a.cfg.Display == "" {
+		if session, err = a.cfg.DisplaySession(a.log); err != nil {
+			return err
+		}
+	}
 	dcfg := display.Config{
-		Attach: a.cfg.Display, Width: w, Height: h, Depth: depth,
+		Attach: a.cfg.Display, Width: w, Height: h, Depth: depth, Session: session,
 		WindowManager: a.cfg.WMCommand(), Apps: a.cfg.AppCommands(), Home: a.home,
 		Logger: a.log, RestartOnCrash: true,
 	}
