@@ -213,7 +213,7 @@ func TestLoadNewCheckErrors(t *testing.T) {
 		{`{"type":"spreadsheet_cell","path":"a.ods","cell":"A1","equals":{"a":1}}`, "must be a string or a number for a cell"},
 		{`{"type":"spreadsheet_cell","path":"a.ods","range":"A1:Z1000","equals":1}`, "more than the 10000"},
 		{`{"type":"spreadsheet_cell","path":"a.ods","cell":"A1","equals":1,"tolerance":-1}`, "tolerance: must not be negative"},
-		{`{"type":"spreadsheet_cell","path":"a.ods","cell":"A1","equals":1,"selector":"x"}`, "unknown field"},
+		{`{"type":"spreadsheet_cell","path":"a.ods","cell":"A1","equals":1,"selector":"x"}`, `selector: not used by "spreadsheet_cell" checks`},
 		{`{"type":"document_text","path":"a.odt"}`, "contains"},
 		{`{"type":"document_text","path":"a.odt","contains":"x","equals":1}`, "equals"},
 		{`{"type":"json_field","path":"a.json","pointer":"a/b","equals":1}`, `"a/b" is not a JSON Pointer`},
