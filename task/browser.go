@@ -203,9 +203,13 @@ func (e *DisplayEnv) startBrowser(ctx context.Context, target string) (*Browser,
 	if err != nil {
 		return nil, err
 	}
-	// toBrowser: we write, the browser reads (its fd 3); fromBrowser: it
-	// writes (its fd 4), we read. Our ends are close-on-exec, so no other
-	// program deskenv starts inherits them.
+	// in: we write, the browser reads (its fd 3); out: it writes (its fd
+	// 4), we read. Our ends are close-on-exec, so no other program deskenv
+	// starts inherits them. The browser runs as the desktop user and is
+	// dumpable, so that user may list /proc/<pid>/fd; but re-opening a pipe
+	// there checks the pipe's inode, which belongs to us (deskenv) with mode
+	// 0600, so the agent's programs cannot open it (TestBrowser tries).
+	// That holds while the session's user is not deskenv's.
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("make the DevTools pipe: %w", err)

@@ -279,6 +279,26 @@ func TestBrowser(t *testing.T) {
 		return err == nil && strings.HasSuffix(u, "/index.html"), u
 	})
 
+	// A second browser step opens a tab in the same browser, which becomes
+	// the active one.
+	tab, err := Parse([]byte(fmt.Sprintf(`{"id": "tab", "instruction": "x", "setup": [
+		{"type": "browser", "url": "http://127.0.0.1:%d/about.html"}], "evaluator": {"type": "browser_title", "contains": "About us"}}`, port)), "tab.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tab.RunSetup(ctx, env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Browser() != b {
+		t.Error("the second browser step started another browser")
+	}
+	if out, err := tab.Evaluate(ctx, env); err != nil || !out.Success {
+		t.Errorf("the new tab is not the active one: %+v, %v", out, err)
+	}
+	if pages, err := b.dt.Pages(ctx); err != nil || len(pages) != 2 {
+		t.Errorf("tabs after the second step: %+v, %v; want 2", pages, err)
+	}
+
 	env.CloseLaunched(ctx)
 	if env.Browser() != nil {
 		t.Error("the browser is still there after CloseLaunched")
