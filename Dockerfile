@@ -92,6 +92,7 @@ ENV HOME=/var/lib/deskenv \
     LANG=C.UTF-8 \
     DESKENV_HOME=/home/desk \
     DESKENV_SESSION_USER=desk \
+    DESKENV_SESSION=bare \
     DESKENV_TASKS=/usr/share/deskenv/tasks \
     DESKENV_EPISODES=/var/lib/deskenv/episodes \
     DESKENV_UDP_PORT=8443 \
@@ -110,12 +111,16 @@ HEALTHCHECK --interval=10s --timeout=4s --start-period=15s --retries=3 \
 # that separation should not hand out tokens) finds them in /proc/1/environ.
 ENTRYPOINT ["/usr/local/bin/deskenv", "init", "--", "/usr/bin/tini", "--", "/usr/local/bin/deskenv"]
 
-# The full desktop: slim plus Chromium, Mousepad and the fonts web pages ask
-# for (install-deps.sh's apps group). It inherits slim's users, binary,
-# environment, health check and entrypoint. The last stage is what
-# `docker build` makes without --target.
+# The full desktop: slim plus the desktop session's panel (tint2) and the
+# applications its launchers start: Chromium, pcmanfm, Mousepad, galculator,
+# MuPDF, LibreOffice Calc and Writer, and the fonts web pages ask for
+# (install-deps.sh's apps group). It inherits slim's users, binary,
+# environment, health check and entrypoint, and runs --session desktop (an
+# error if a program of it is missing, rather than a quiet bare desktop).
+# The last stage is what `docker build` makes without --target.
 FROM slim AS full
 USER root
 RUN /usr/local/lib/deskenv/install-deps.sh apps \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 USER deskenv
+ENV DESKENV_SESSION=desktop

@@ -342,6 +342,8 @@ func TestImageLayout(t *testing.T) {
 		{"health check runs deskenv health on the exposed port", len(l.health) == 4 && l.health[0] == "deskenv" && l.health[1] == "health" &&
 			l.health[2] == "--url" && strings.HasPrefix(l.health[3], "http://127.0.0.1:8080/health") && slices.Contains(l.expose, "8080/tcp"),
 			"HEALTHCHECK " + strings.Join(l.health, " ") + ", EXPOSE " + strings.Join(l.expose, " ")},
+		{"the full image runs the desktop session (its slim base the bare one)", env("DESKENV_SESSION") == "desktop",
+			"DESKENV_SESSION=" + env("DESKENV_SESSION")},
 		{"the UDP port deskenv uses is exposed", env("DESKENV_UDP_PORT") != "" && slices.Contains(l.expose, env("DESKENV_UDP_PORT")+"/udp"),
 			"DESKENV_UDP_PORT=" + env("DESKENV_UDP_PORT") + ", EXPOSE " + strings.Join(l.expose, " ")},
 		{"HOME is deskenv's own directory, the workdir, not the desktop's", env("HOME") == l.workdir && env("HOME") != env("DESKENV_HOME"), "HOME=" + env("HOME") + " DESKENV_HOME=" + env("DESKENV_HOME") + " WORKDIR " + l.workdir},
@@ -374,7 +376,7 @@ func TestInstallDepsGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups := map[string][]string{}
-	re := regexp.MustCompile(`(?m)^(build|runtime|test)=\(([^)]*)\)`)
+	re := regexp.MustCompile(`(?m)^(build|runtime|test|apps)=\(([^)]*)\)`)
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		groups[m[1]] = strings.Fields(m[2])
 	}
@@ -383,7 +385,9 @@ func TestInstallDepsGroups(t *testing.T) {
 		need  []string
 	}{
 		{"build", []string{"gcc", "libc6-dev", "pkg-config", "libx264-dev", "libyuv-dev"}},
-		{"runtime", []string{"xvfb", "xfonts-base", "openbox", "xterm", "chromium", "mousepad", "fonts-dejavu-core", "fonts-liberation", "tini", "ca-certificates", "libx264-164", "libyuv0"}},
+		{"runtime", []string{"xvfb", "xfonts-base", "openbox", "xterm", "chromium", "mousepad", "fonts-dejavu-core", "fonts-liberation", "tini", "ca-certificates", "libx264-164", "libyuv0",
+			"tint2", "pcmanfm", "galculator", "mupdf", "libreoffice-calc", "libreoffice-writer"}},
+		{"apps", []string{"tint2", "pcmanfm", "galculator", "mupdf", "libreoffice-calc", "libreoffice-writer", "chromium", "mousepad"}},
 		{"test", []string{"xdotool", "scrot"}},
 	}
 	for _, tc := range tests {

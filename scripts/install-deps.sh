@@ -12,14 +12,20 @@ build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
 # pages ask for, tini the PID 1 that reaps the desktop's orphans in a container.
 # libcap2-bin's setcap gives the deskenv binary the capabilities it needs to
 # run the desktop as a user of its own (docs/DEPLOY.md).
+# runtime includes the full desktop's applications (the apps group), so that
+# `make run` shows the same desktop as the image: deskenv's default session
+# (--session auto) is the full desktop when they are installed.
 runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
+         tint2 pcmanfm galculator mupdf libreoffice-calc libreoffice-writer
          fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libvpx7 libyuv0 libcap2-bin)
 test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
 # The image ships runtime in two parts: slim, the bare xterm desktop (its slim
 # target), and apps, what the full desktop adds to it. Neither has hostonly:
 # X tools in runtime for people and tests on a host, which deskenv never runs
 # (x11-xserver-utils' xrdb pulls in the C preprocessor, 35 MB).
-apps=(chromium mousepad fonts-liberation)
+# apps: the tint2 panel and the programs its launchers start (the desktop
+# session, display/session.go); no hsetroot: deskenv paints the wallpaper.
+apps=(chromium mousepad tint2 pcmanfm galculator mupdf libreoffice-calc libreoffice-writer fonts-liberation)
 hostonly=(x11-xserver-utils)
 # image is what `make image` and `make image-test` need to build and run the
 # image on a Debian host without Docker: podman with the runc runtime, and
