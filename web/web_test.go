@@ -98,7 +98,7 @@ func TestHandlerRevalidates(t *testing.T) {
 func TestReferencesResolve(t *testing.T) {
 	h := Handler()
 	refs := regexp.MustCompile(`(?:src|href)="([^":]+)"|from '\./([^']+)'|import\('\./([^']+)'\)`)
-	pages := []string{"/", "/app.js", "/session.js", "/input.js", "/keys.js", "/geometry.js", "/studio.js", "/recording.js", "/review.html", "/review.js", "/player.js", "/stats.js", "/lease.js", "/lobby.html", "/lobby.js"}
+	pages := []string{"/", "/app.js", "/session.js", "/input.js", "/keys.js", "/geometry.js", "/studio.js", "/recording.js", "/review.html", "/review.js", "/player.js", "/stats.js", "/lease.js", "/wsvideo.js", "/lobby.html", "/lobby.js"}
 	seen := 0
 	for _, p := range pages {
 		body, _ := io.ReadAll(get(t, h, "GET", p, nil).Body)

@@ -25,6 +25,8 @@ type Options struct {
 	Dir string
 	// Stderr receives the driver's and the pages' console output; nil drops it.
 	Stderr io.Writer
+	// Args are Chromium flags on top of the standard ones.
+	Args []string
 }
 
 // Driver is one running driver.mjs with its Chromium.
@@ -109,7 +111,11 @@ func Start(ctx context.Context, opt Options) (*Driver, error) {
 	d := &Driver{cmd: cmd, in: in, out: bufio.NewReaderSize(outPipe, 1<<20), dir: dir, dead: make(chan struct{})}
 	go func() { d.werr = cmd.Wait(); close(d.dead) }()
 	var launched struct{ Version string }
-	if err := d.Do(ctx, "launch", nil, &launched); err != nil {
+	var launch map[string]any
+	if len(opt.Args) > 0 {
+		launch = map[string]any{"extraArgs": opt.Args}
+	}
+	if err := d.Do(ctx, "launch", launch, &launched); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("launch chromium: %w", err)
 	}

@@ -47,9 +47,10 @@ async function videoPoint(page, vx, vy, selector = '#video') {
 }
 
 const commands = {
-  async launch({ headless = true }) {
+  // extraArgs are more Chromium flags, e.g. one that keeps WebRTC off UDP.
+  async launch({ headless = true, extraArgs = [] }) {
     if (browser) return { version: browser.version() };
-    browser = await chromium.launch({ executablePath, args, headless });
+    browser = await chromium.launch({ executablePath, args: [...args, ...extraArgs], headless });
     return { version: browser.version() };
   },
 

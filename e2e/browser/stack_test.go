@@ -34,13 +34,19 @@ type stack struct {
 
 func startStack(ctx context.Context, t *testing.T) *stack {
 	t.Helper()
+	return startStackConfig(ctx, t, stream.Config{LoopbackOnly: true})
+}
+
+// startStackConfig is startStack with the stream's configuration.
+func startStackConfig(ctx context.Context, t *testing.T, cfg stream.Config) *stack {
+	t.Helper()
 	d := testrig.Display(t, display.Config{})
 	exec, err := hci.NewExecutor(d, hci.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Close() })
-	ss, err := stream.New(d, exec, stream.Config{LoopbackOnly: true})
+	ss, err := stream.New(d, exec, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

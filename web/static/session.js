@@ -3,12 +3,26 @@
 // backoff whenever either drops. Speaks docs/STREAM.md.
 
 import './lease.js'; // pool mode: give a leased desktop back when the page goes (lobby.js)
+import { WSVideo } from './wsvideo.js';
 
 const PING_EVERY_MS = 2000;
 const DISCONNECTED_GRACE_MS = 4000; // "disconnected" often heals by itself; "failed" never does
 const HELLO_TIMEOUT_MS = 10000;
 const CONNECT_TIMEOUT_MS = 15000;
 const FAILED_AFTER = 5; // consecutive attempts before the state reads "failed" (retries go on)
+// FALLBACK_MS is how long WebRTC has to connect before the page asks for the
+// video on the websocket instead (docs/STREAM.md, "Video over the websocket"):
+// on a link where UDP gets through, ICE connects in well under a second.
+const FALLBACK_MS = 5000;
+
+/** transportOption is the ?transport= of the page's address: "websocket" forces the fallback. */
+export function transportOption(loc) {
+  try {
+    return new URL(loc.href).searchParams.get('transport') === 'websocket' ? 'websocket' : 'auto';
+  } catch {
+    return 'auto';
+  }
+}
 
 /** signalURL turns the page location into the websocket address, carrying ?token= along. */
 export function signalURL(loc) {
@@ -48,9 +62,14 @@ export class Session extends EventTarget {
   /**
    * @param {{url: string, video: HTMLVideoElement, log?: (msg: string) => void}} opts
    */
-  constructor({ url, video, log }) {
+  constructor({ url, video, log, transport }) {
     super();
     this.url = url;
+    // "websocket" skips WebRTC; after a fallback the page stays on the
+    // websocket for its reconnections, which would only fail the same way.
+    this.forceWS = (transport ?? (globalThis.location ? transportOption(globalThis.location) : 'auto')) === 'websocket';
+    this.wsv = null; // the websocket transport's decoder, when in use
+    this.wsReady = false; // the server confirmed the websocket transport
     this.video = video;
     this.log = log || (() => {});
     this.state = 'idle';
@@ -82,6 +101,7 @@ export class Session extends EventTarget {
 
   /** sendInput puts one message on the input data channel; false if it is not open. */
   sendInput(msg) {
+    if (this.wsv) return this.wsReady && this.sendSignal({ type: 'input', input: msg });
     if (!this.dc || this.dc.readyState !== 'open') return false;
     this.dc.send(JSON.stringify(msg));
     return true;
@@ -89,6 +109,7 @@ export class Session extends EventTarget {
 
   /** maxInputBytes is the largest input message the peer accepts. */
   maxInputBytes() {
+    if (this.wsv) return 65536; // the server's input limit (Config.MaxInputBytes)
     const m = this.pc?.sctp?.maxMessageSize;
     return m && Number.isFinite(m) && m > 0 ? m : 65536;
   }
@@ -100,7 +121,13 @@ export class Session extends EventTarget {
     return true;
   }
 
-  get inputOpen() { return !!this.dc && this.dc.readyState === 'open'; }
+  get inputOpen() {
+    if (this.wsv) return this.wsReady && !!this.ws && this.ws.readyState === WebSocket.OPEN;
+    return !!this.dc && this.dc.readyState === 'open';
+  }
+
+  /** transport is how the video comes: "websocket" or "webrtc". */
+  get transport() { return this.wsv ? 'websocket' : 'webrtc'; }
 
   /** stats reads the video receiver's numbers now. */
   async stats() {
@@ -109,6 +136,14 @@ export class Session extends EventTarget {
       width: 0, height: 0, bytesReceived: 0, packetsLost: 0, freezeCount: 0,
       jitterBufferMs: null, iceRttMs: null, rttMs: this.rttMs, codec: null,
     };
+    if (this.wsv) {
+      const c = this.wsv.stats();
+      Object.assign(out, {
+        framesDecoded: c.framesDecoded, framesReceived: c.framesReceived, framesDropped: c.framesDropped,
+        width: c.width, height: c.height, bytesReceived: c.bytesReceived, codec: 'video/H264', transport: 'websocket',
+      });
+      return out;
+    }
     const pc = this.pc;
     if (!pc) return out;
     const report = await pc.getStats();
@@ -171,6 +206,8 @@ export class Session extends EventTarget {
       try { this.ws.close(1000, 'bye'); } catch {}
     }
     this.pc = this.dc = this.ws = null;
+    if (this.wsv) { this.wsv.close(); this.wsv = null; }
+    this.wsReady = false;
     this.#emit('input', { open: false });
   }
 
@@ -186,12 +223,18 @@ export class Session extends EventTarget {
       return;
     }
     this.ws = ws;
+    ws.binaryType = 'arraybuffer'; // video frames of the websocket transport
     const helloTimer = this.#later(HELLO_TIMEOUT_MS, () => this.#lost(gen, 'the server sent no hello'));
     this.#later(CONNECT_TIMEOUT_MS, () => {
-      if (this.pc?.connectionState !== 'connected') this.#lost(gen, 'the video connection did not come up in time');
+      const up = this.wsv ? this.wsReady : this.pc?.connectionState === 'connected';
+      if (!up) this.#lost(gen, 'the video connection did not come up in time');
     });
     ws.onmessage = (ev) => {
       if (gen !== this.gen) return;
+      if (ev.data instanceof ArrayBuffer) {
+        this.wsv?.handle(ev.data);
+        return;
+      }
       let msg;
       try {
         msg = JSON.parse(ev.data);
@@ -229,8 +272,20 @@ export class Session extends EventTarget {
         this.you = msg.id;
         if (msg.control) this.#setControl(msg.control, msg.id);
         this.#emit('hello', msg);
-        await this.#negotiate(gen, msg);
         this.#ping(gen);
+        if (this.forceWS) this.#fallback(gen, 'asked for by the page (?transport=websocket) or an earlier fallback');
+        else if (typeof RTCPeerConnection !== 'function') this.#fallback(gen, 'this browser has no WebRTC');
+        else await this.#negotiate(gen, msg);
+        break;
+      case 'transport': // the server confirmed the websocket transport: video messages follow
+        if (!this.wsv) return;
+        this.wsReady = true;
+        this.failures = 0;
+        this.#setState('connected');
+        this.#emit('input', { open: true });
+        break;
+      case 'input': // input-channel messages, on the websocket transport
+        if (msg.input && typeof msg.input === 'object') this.#onInputMsg(msg.input);
         break;
       case 'answer':
         if (!this.pc) return;
@@ -309,8 +364,7 @@ export class Session extends EventTarget {
       if (gen !== this.gen) return;
       let m;
       try { m = JSON.parse(ev.data); } catch { return; }
-      if (m.t === 'clip' && typeof m.text === 'string') this.#emit('clip', { text: m.text });
-      else if (m.t === 'err') this.#emit('inputerror', { message: String(m.message ?? '') });
+      this.#onInputMsg(m);
     };
 
     pc.ontrack = (ev) => {
@@ -326,13 +380,22 @@ export class Session extends EventTarget {
       this.sendSignal({ type: 'candidate', candidate: ev.candidate ? ev.candidate.toJSON() : null });
     };
     let graceTimer = null;
+    let everConnected = false;
+    // UDP may be blocked on the way (a proxy, an ingress): if WebRTC has not
+    // connected in FALLBACK_MS, the video comes on the websocket instead.
+    this.#later(FALLBACK_MS, () => {
+      if (gen === this.gen && this.pc === pc && !everConnected) this.#fallback(gen, `WebRTC did not connect within ${FALLBACK_MS / 1000} s`);
+    });
     pc.onconnectionstatechange = () => {
       if (gen !== this.gen) return;
       const s = pc.connectionState;
+      if (s === 'connected') everConnected = true;
       clearTimeout(graceTimer);
       if (s === 'connected') {
         this.failures = 0;
         this.#setState('connected');
+      } else if (s === 'failed' && !everConnected) {
+        this.#fallback(gen, 'the WebRTC connection failed');
       } else if (s === 'failed' || s === 'closed') {
         this.#lost(gen, `the video connection ${s}`);
       } else if (s === 'disconnected') {
@@ -346,6 +409,37 @@ export class Session extends EventTarget {
     await pc.setLocalDescription(offer);
     if (gen !== this.gen) return;
     this.sendSignal({ type: 'offer', sdp: pc.localDescription.sdp });
+  }
+
+  #onInputMsg(m) {
+    if (m.t === 'clip' && typeof m.text === 'string') this.#emit('clip', { text: m.text });
+    else if (m.t === 'err') this.#emit('inputerror', { message: String(m.message ?? '') });
+  }
+
+  // fallback gives up on WebRTC for this session and asks the server for the
+  // video and input on the websocket (H.264 decoded with WebCodecs).
+  #fallback(gen, why) {
+    if (gen !== this.gen || this.wsv) return;
+    if (!WSVideo.supported()) {
+      this.#lost(gen, `${why}, and this browser has no WebCodecs for the websocket fallback`);
+      return;
+    }
+    this.log(`video on the websocket: ${why}`);
+    if (this.dc) { this.dc.onopen = this.dc.onclose = this.dc.onmessage = null; try { this.dc.close(); } catch {} }
+    if (this.pc) {
+      this.pc.onicecandidate = this.pc.ontrack = this.pc.onconnectionstatechange = this.pc.ondatachannel = null;
+      try { this.pc.close(); } catch {}
+    }
+    this.pc = this.dc = null;
+    this.forceWS = true;
+    this.wsv = new WSVideo({
+      video: this.video,
+      log: this.log,
+      ack: (seq, decodeMs) => this.sendSignal({ type: 'ack', seq, decode_ms: Math.min(60000, Math.max(0, decodeMs)) }),
+      onError: (m) => this.#lost(gen, m),
+    });
+    this.#emit('transport', { kind: 'websocket', reason: why });
+    this.sendSignal({ type: 'transport', kind: 'websocket' });
   }
 
   // lowLatency asks the receiver to play frames as soon as they decode; the

@@ -64,6 +64,22 @@ export async function readBrowserLink(pc, prev) {
   return out;
 }
 
+/**
+ * readWSLink is readBrowserLink for the websocket transport: c is the
+ * decoder's counters (wsvideo.js), rttMs the signalling ping's round trip.
+ */
+export function readWSLink(c, rttMs, prev) {
+  const now = performance.now();
+  const out = { t: now, transport: 'websocket', rttMs: rttMs ?? null, kbps: null, fps: null, loss: null,
+    bytes: c.bytesReceived, frames: c.framesDecoded, lost: 0, received: 0, keyframes: c.keyframes };
+  const dt = prev ? (now - prev.t) / 1000 : 0;
+  if (prev && dt > 0.2 && out.bytes >= prev.bytes && out.frames >= prev.frames) {
+    out.kbps = ((out.bytes - prev.bytes) * 8) / 1000 / dt;
+    out.fps = (out.frames - prev.frames) / dt;
+  }
+  return out;
+}
+
 const dash = '–';
 const num = (v, digits = 0) => (typeof v === 'number' && Number.isFinite(v) ? v.toFixed(digits) : dash);
 const unit = (v, u, digits = 0) => (typeof v === 'number' && Number.isFinite(v) ? `${v.toFixed(digits)} ${u}` : dash);
@@ -177,7 +193,8 @@ export class LinkPanel {
     try {
       // Not connected: the last answer is no longer this link's.
       if (!this.session.sendSignal({ type: 'stats' })) this.server = null;
-      const r = await readBrowserLink(this.session.pc, this.prev);
+      const wsv = this.session.wsv;
+      const r = wsv ? readWSLink(wsv.stats(), this.session.rttMs, this.prev) : await readBrowserLink(this.session.pc, this.prev);
       if (!this.shown) return;
       this.prev = r;
       this.last = r;
