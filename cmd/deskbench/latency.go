@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,7 +89,7 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&c.idle, "idle", 5*time.Second, "how long to measure CPU with the screen still")
 	fs.IntVar(&c.fps, "fps", 30, "deskenv stream frames per second")
 	fs.IntVar(&c.bitrate, "bitrate", 4000, "deskenv stream bitrate in kbit/s")
-	fs.StringVar(&c.stacks, "stacks", "deskenv,novnc", "stacks to measure, comma-separated: deskenv, novnc")
+	fs.StringVar(&c.stacks, "stacks", "deskenv,novnc", "stacks to measure, comma-separated: deskenv, deskenv-ws (the websocket fallback: H.264 decoded with WebCodecs), novnc")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&c.verbose, "v", false, "show the browser's console")
 	if err := fs.Parse(args); err != nil {
@@ -132,11 +133,13 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		var r stackResult
 		switch stack {
 		case "deskenv":
-			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr)
+			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr, false)
+		case "deskenv-ws":
+			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr, true)
 		case "novnc":
 			r, err = measureNoVNC(ctx, c, d, probe, drv, dir, stderr)
 		default:
-			err = fmt.Errorf("-stacks: unknown stack %q (use deskenv, novnc)", stack)
+			err = fmt.Errorf("-stacks: unknown stack %q (use deskenv, deskenv-ws, novnc)", stack)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", stack, err)
@@ -225,21 +228,37 @@ func startServeChild(ctx context.Context, stderr io.Writer, args ...string) (*ch
 	}
 }
 
-func measureDeskenv(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer) (stackResult, error) {
+// measureDeskenv measures deskenv's page over WebRTC, or with ws over the
+// websocket fallback (?transport=websocket).
+func measureDeskenv(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer, ws bool) (stackResult, error) {
 	r := stackResult{Stack: "deskenv (WebRTC H.264)"}
+	page, want := "deskenv", "webrtc"
+	if ws {
+		r.Stack, page, want = "deskenv (websocket H.264, WebCodecs)", "deskenv-ws", "websocket"
+	}
 	srv, err := startServeChild(ctx, stderr, "-mode", "deskenv", "-display", d.Name(),
 		"-fps", strconv.Itoa(c.fps), "-bitrate", strconv.Itoa(c.bitrate))
 	if err != nil {
 		return r, err
 	}
 	defer srv.stop()
-	page := "deskenv"
-	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": srv.url, "width": c.width, "height": c.height + 30}, nil); err != nil {
+	u := srv.url
+	if ws {
+		pu, err := url.Parse(u)
+		if err != nil {
+			return r, err
+		}
+		q := pu.Query()
+		q.Set("transport", "websocket")
+		pu.RawQuery = q.Encode()
+		u = pu.String()
+	}
+	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": u, "width": c.width, "height": c.height + 30}, nil); err != nil {
 		return r, err
 	}
 	defer drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
 	if err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 20000,
-		"expr": `window.deskenv && deskenv.state === 'connected' && deskenv.video.videoWidth > 0`}, nil); err != nil {
+		"expr": `window.deskenv && deskenv.state === 'connected' && deskenv.session.transport === '` + want + `' && deskenv.video.videoWidth > 0`}, nil); err != nil {
 		return r, fmt.Errorf("the page did not connect and play: %w", err)
 	}
 	decoded := func() (float64, error) {
