@@ -27,9 +27,10 @@ type subcommand struct {
 func subcommands() []subcommand {
 	return []subcommand{
 		{"latency", "glass-to-glass latency, fps and CPU of the browser stream vs x11vnc + noVNC", runLatency},
-		{"network", "the stream behind shaped links (rate, delay, loss) beside the fixed bitrate and noVNC; root", runNetwork},
 		{"pool", "pool mode: memory per idle desktop, start rate, actions/s with 8 agents, screenshot p50 under load", runPool},
 		{"ways", "one task (edit-todo) solved as tools, computer and codeact: tool calls, turns, observation bytes", runWays},
+		// Last in "all": it needs root, and says so, after the others ran.
+		{"network", "the stream behind shaped links (rate, delay, loss) beside the fixed bitrate and noVNC; root", runNetwork},
 		// "serve" is the latency benchmark's server child (one process per
 		// stack, so its CPU can be read from /proc); not for people to call.
 		{latencyServeCmd, "", runLatencyServe},
