@@ -208,8 +208,16 @@ func tokenError(err error, off, size int) error {
 type decoder struct {
 	file  string
 	data  []byte
-	lines []int // byte offset of each line start
+	lines []int // byte offset of each line start (of src)
 	errs  []error
+
+	// A task with parameters is decoded from its rendering (params.go):
+	// src is the file as written, and remap turns an offset in data into
+	// one in src, so errors point at what the author wrote. Without
+	// parameters src is data and remap nil.
+	src   []byte
+	remap func(int) int
+	spans []span
 
 	// kinds are the step and check types the file may use, with the field
 	// tables that decode them.
@@ -221,7 +229,7 @@ type decoder struct {
 const maxErrorsPerFile = 20
 
 func newDecoder(file string, data []byte) *decoder {
-	d := &decoder{file: file, data: data, lines: []int{0}}
+	d := &decoder{file: file, data: data, src: data, lines: []int{0}}
 	for i, c := range data {
 		if c == '\n' {
 			d.lines = append(d.lines, i+1)
@@ -231,12 +239,15 @@ func newDecoder(file string, data []byte) *decoder {
 }
 
 func (d *decoder) pos(off int) (line, col int) {
+	if d.remap != nil {
+		off = d.remap(off)
+	}
 	i := sort.Search(len(d.lines), func(i int) bool { return d.lines[i] > off }) - 1
 	if i < 0 {
 		i = 0
 	}
 	// Columns count characters, not bytes, as editors do.
-	return i + 1, 1 + utf8.RuneCount(d.data[d.lines[i]:min(off, len(d.data))])
+	return i + 1, 1 + utf8.RuneCount(d.src[d.lines[i]:min(off, len(d.src))])
 }
 
 // fail records a problem with the value n (nil: the file as a whole).
@@ -300,6 +311,10 @@ func (d *decoder) object(n *jnode, path, what string, allowed []string) map[stri
 }
 
 func (d *decoder) str(n *jnode, path string) string {
+	if n.kind == jNumber && numberFromTemplate(d.spans, n.start) {
+		// "{{n * 3}}" in a string field: the number's text.
+		return string(n.num)
+	}
 	if n.kind != jString {
 		d.fail(n, path, "must be a string, got %s", n.kind)
 		return ""

@@ -140,6 +140,7 @@ func taskFieldTable() []taskField {
 		{"timeout", "", func(d *decoder, v *jnode, t *Task) { t.Timeout = d.duration(v, "timeout", Duration(24*60*60*1e9)) }},
 		{"tags", "", decodeTags},
 		{"solution", "", decodeSolution},
+		{"params", "", func(d *decoder, v *jnode, t *Task) { t.Params = d.params(v) }},
 	}
 }
 
@@ -149,11 +150,27 @@ func taskFieldTable() []taskField {
 func Parse(data []byte, name string) (*Task, error) { return DefaultKinds().Parse(data, name) }
 
 func parse(k *Kinds, data []byte, name string) (*Task, error) {
+	return parseWith(k, data, name, nil, nil)
+}
+
+// parseRendered decodes data, the rendering of the task file source with
+// its parameters' values, with errors located in source.
+func parseRendered(k *Kinds, data []byte, name string, source []byte, spans []span) (*Task, error) {
+	return parseWith(k, data, name, source, spans)
+}
+
+func parseWith(k *Kinds, data []byte, name string, source []byte, spans []span) (*Task, error) {
 	if len(data) > MaxFileSize {
 		return nil, &FieldError{File: name, Msg: fmt.Sprintf("is %d bytes; a task file may have at most %d", len(data), MaxFileSize)}
 	}
 	d := newDecoder(name, data)
 	d.kinds, d.checkTable, d.stepTable = k, checkFieldTable(), stepFieldTable()
+	if source != nil {
+		// The rendering of a task with parameters: errors point into the
+		// file as written.
+		src := newDecoder(name, source)
+		d.src, d.lines, d.remap, d.spans = source, src.lines, remap(spans), spans
+	}
 	root, err := parseTree(data)
 	if err != nil {
 		var oe *offsetError
@@ -163,6 +180,37 @@ func parse(k *Kinds, data []byte, name string) (*Task, error) {
 			d.fail(nil, "", "%s", err.Error())
 		}
 		return nil, d.err()
+	}
+	if source == nil && root.kind == jObject {
+		// A task with parameters: check them and every template, and
+		// decode the rendering with each parameter's first value, so a
+		// template that cannot work fails the load, not an episode.
+		for _, key := range root.keys {
+			if key.name != "params" {
+				continue
+			}
+			ps := d.params(key.val)
+			if err := d.err(); err != nil {
+				return nil, err
+			}
+			first := make(Values, len(ps))
+			for n, p := range ps {
+				first[n] = p.first()
+			}
+			out, spans := d.render(root, first)
+			if err := d.err(); err != nil {
+				return nil, err
+			}
+			if len(spans) == 0 {
+				break // no templates: the file is its own rendering
+			}
+			t, err := parseRendered(k, out, name, data, spans)
+			if err != nil {
+				return nil, err
+			}
+			t.source, t.kinds = data, k
+			return t, nil
+		}
 	}
 	t := &Task{Path: name}
 	fields := taskFieldTable()

@@ -33,8 +33,19 @@ type Task struct {
 	// Tests replay it; agents never see it.
 	Solution []json.RawMessage `json:"solution,omitempty"`
 
+	// Params are the task's parameters by name (params.go): templates
+	// {{ expr }} in the strings above use them, and Instantiate renders the
+	// task for a seed. Parse gives the rendering with each parameter's first
+	// value (the first choice, or min).
+	Params map[string]Param `json:"params,omitempty"`
+
 	// Path is the file the task came from (the name given to Parse).
 	Path string `json:"-"`
+
+	// source is the file as written when it has templates (nil otherwise),
+	// and kinds the kinds it was parsed with, for Instantiate.
+	source []byte
+	kinds  *Kinds
 }
 
 // Step types.
