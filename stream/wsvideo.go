@@ -258,17 +258,20 @@ func (w *wsVideo) onAck(a ack, now time.Time) error {
 	w.adapted = now
 	if w.refused {
 		// The link did not take what was sent: back off to a share of what
-		// it carried over the last second (of the estimate itself in the
-		// first second, when that rate is not measured yet).
+		// it carried over the last second, but at most by half per step: a
+		// desktop that changes little sends far less than the link takes
+		// (it is application-limited), and one late ack (a busy decoder)
+		// must not throw the estimate down to that. In the first second,
+		// when the rate is not measured yet, by wsBackoff alone.
 		target := float64(w.estBps) * wsBackoff
 		if now.Sub(w.firstAck) >= time.Second {
 			rate := 0
 			for _, f := range w.acked {
 				rate += f.bytes * 8
 			}
-			target = float64(rate) * wsBackoff
+			target = min(target, max(float64(rate)*wsBackoff, float64(w.estBps)/2))
 		}
-		w.estBps = max(w.minBps, min(w.estBps, int(target)))
+		w.estBps = max(w.minBps, int(target))
 	} else {
 		w.estBps = min(w.maxBps, int(float64(w.estBps)*wsGrow)+1000)
 	}
