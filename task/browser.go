@@ -171,7 +171,10 @@ func (e *DisplayEnv) openBrowser(ctx context.Context, target string) error {
 		if err != nil {
 			return fmt.Errorf("open a new tab: %w", err)
 		}
-		return p.WaitLoad(ctx)
+		if target == "about:blank" {
+			return p.WaitLoad(ctx)
+		}
+		return p.WaitOpened(ctx)
 	}
 	b, err := e.startBrowser(ctx, target)
 	if err != nil {
@@ -283,7 +286,13 @@ func (b *Browser) waitShown(ctx context.Context, e *DisplayEnv, target string) e
 			return fmt.Errorf("no tab showed %s (last tab: %q): %w", target, last, ctx.Err())
 		}
 	}
-	if err := page.WaitLoad(ctx); err != nil {
+	// The tab's URL is the one it is navigating to before the page has
+	// replaced the tab's first about:blank document.
+	wait := page.WaitOpened
+	if target == "about:blank" {
+		wait = page.WaitLoad
+	}
+	if err := wait(ctx); err != nil {
 		return err
 	}
 	if e.d == nil {

@@ -319,11 +319,22 @@ func (p *Page) history(ctx context.Context, delta int) error {
 // (document.readyState "complete"), polling, since a load event may have
 // fired before anyone listened.
 func (p *Page) WaitLoad(ctx context.Context) error {
+	return p.waitLoad(ctx, "document.readyState")
+}
+
+// WaitOpened is WaitLoad for a tab that was just opened on a URL other than
+// about:blank: a new tab starts with an about:blank document that is
+// complete at once, before the URL's document replaces it.
+func (p *Page) WaitOpened(ctx context.Context) error {
+	return p.waitLoad(ctx, `location.href === "about:blank" ? "blank" : document.readyState`)
+}
+
+func (p *Page) waitLoad(ctx context.Context, expr string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var state string
-		err := p.Evaluate(ctx, "document.readyState", &state)
+		err := p.Evaluate(ctx, expr, &state)
 		if err == nil && state == "complete" {
 			return nil
 		}
