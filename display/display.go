@@ -782,6 +782,19 @@ func (d *Display) stopSession(keepPanel bool) {
 	cmds, kept := splitPanel(d.session, keepPanel)
 	d.session = kept
 	d.mu.Unlock()
+	if !keepPanel {
+		// What the panel's launchers started runs in process groups of
+		// its own (tint2 puts each in a new session), which the group
+		// kills below miss; a reset finds them by user and display, but
+		// Close and a server restart would leave them behind.
+		var pids []int
+		for _, c := range cmds {
+			pids = append(pids, c.cmd.Process.Pid)
+		}
+		for _, g := range descendantGroups(pids) {
+			syscall.Kill(-g, syscall.SIGKILL)
+		}
+	}
 	for _, c := range cmds {
 		killGroup(c, syscall.SIGTERM)
 	}

@@ -1,6 +1,7 @@
 package display
 
 import (
+	"bytes"
 	"embed"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/jezek/xgb"
@@ -196,4 +199,57 @@ func scale(x uint8, mask uint32) uint32 {
 		v <<= bits - 8
 	}
 	return v << shift & mask
+}
+
+// descendantGroups are the process groups of the processes below pids in
+// the process tree (pids' own groups left out), read from /proc.
+func descendantGroups(pids []int) []int {
+	type proc struct{ ppid, pgid int }
+	procs := map[int]proc{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// After the command's closing parenthesis: state, ppid, pgrp.
+		i := bytes.LastIndexByte(st, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(st[i+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgid, _ := strconv.Atoi(f[2])
+		procs[pid] = proc{ppid, pgid}
+	}
+	roots := map[int]bool{}
+	for _, p := range pids {
+		roots[p] = true
+	}
+	groups := map[int]bool{}
+	for _, p := range procs {
+		for a := p.ppid; a > 1; a = procs[a].ppid {
+			if roots[a] {
+				if !roots[p.pgid] && p.pgid > 1 {
+					groups[p.pgid] = true
+				}
+				break
+			}
+			if _, ok := procs[a]; !ok {
+				break
+			}
+		}
+	}
+	out := make([]int, 0, len(groups))
+	for g := range groups {
+		out = append(out, g)
+	}
+	return out
 }

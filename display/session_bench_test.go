@@ -59,16 +59,17 @@ func BenchmarkSessionCost(b *testing.B) {
 // the panel's dock window too.
 func sessionReady(d *display.Display, session string) bool {
 	mapped := mappedClasses(d)
-	if !mapped["XTerm"] {
+	if mapped["XTerm"] == 0 {
 		return false
 	}
-	return session != display.SessionDesktop || mapped["Tint2"]
+	return session != display.SessionDesktop || mapped["Tint2"] > 0
 }
 
-// mappedClasses are the WM_CLASS classes of the viewable windows at the
-// top and one level down (inside the window manager's frames).
-func mappedClasses(d *display.Display) map[string]bool {
-	out := map[string]bool{}
+// mappedClasses counts the viewable windows by WM_CLASS class (or
+// "title:" and WM_NAME for a window without a class), at the top and one
+// level down (inside the window manager's frames).
+func mappedClasses(d *display.Display) map[string]int {
+	out := map[string]int{}
 	c, err := d.Dial()
 	if err != nil {
 		return out
@@ -87,8 +88,11 @@ func mappedClasses(d *display.Display) map[string]bool {
 			if p, err := xproto.GetProperty(c, false, w, xproto.AtomWmClass, xproto.AtomString, 0, 64).Reply(); err == nil && len(p.Value) > 0 {
 				// "instance\x00class\x00"
 				if parts := strings.Split(string(p.Value), "\x00"); len(parts) > 1 {
-					out[parts[1]] = true
+					out[parts[1]]++
 				}
+			} else if p, err := xproto.GetProperty(c, false, w, xproto.AtomWmName, xproto.GetPropertyTypeAny, 0, 64).Reply(); err == nil && len(p.Value) > 0 {
+				// Some toolkits set no class (mupdf-gl's freeglut): the title then.
+				out["title:"+string(p.Value)]++
 			}
 			if depth < 1 {
 				walk(w, depth+1)

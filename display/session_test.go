@@ -1,15 +1,19 @@
 package display_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/testrig"
@@ -188,4 +192,71 @@ func TestUnknownSession(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown session "fancy"`) {
 		t.Fatalf("Start with session fancy: %v, want an unknown-session error", err)
 	}
+}
+
+// TestDesktopLaunchers clicks each of the panel's launchers, as a person or
+// an agent would (XTEST), and waits for a window of its application. The
+// launchers sit at the left of the panel in tint2rc's order; their centres
+// follow from its paddings (panel 4, launcher 4, icons 26 apart by 6).
+func TestDesktopLaunchers(t *testing.T) {
+	testrig.NeedTools(t, "openbox", "xterm", "tint2", "chromium", "pcmanfm", "mousepad", "galculator", "mupdf-gl", "libreoffice")
+	cfg := desktopConfig(t)
+	d := testrig.Display(t, cfg)
+	testrig.WaitWithin(t, patience, "the panel's dock window", func() bool { return len(dockWindows(t, d)) == 1 })
+	c, err := d.Dial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := xtest.Init(c); err != nil {
+		t.Fatal(err)
+	}
+	_, h := d.Size()
+	click := func(x, y int16) {
+		xtest.FakeInput(c, xproto.MotionNotify, 0, 0, d.Root(), x, y, 0)
+		xtest.FakeInput(c, xproto.ButtonPress, 1, 0, d.Root(), 0, 0, 0)
+		xtest.FakeInput(c, xproto.ButtonRelease, 1, 0, d.Root(), 0, 0, 0)
+		if _, err := xproto.GetInputFocus(c).Reply(); err != nil { // a round trip: the clicks are in
+			t.Fatal(err)
+		}
+	}
+	// The WM_CLASS class each launcher's application maps its window with
+	// (mupdf-gl sets none: its file chooser's title).
+	launchers := []struct{ name, class string }{
+		{"terminal", "XTerm"}, {"browser", "Chromium"}, {"files", "Pcmanfm"}, {"editor", "Mousepad"},
+		{"calculator", "Galculator"}, {"pdf", "title:MuPDF: Open document"}, {"calc", "libreoffice-calc"}, {"writer", "libreoffice-writer"},
+	}
+	for i, l := range launchers {
+		before := mappedClasses(d)
+		click(int16(4+4+13+32*i), int16(h-18))
+		testrig.WaitWithin(t, 90*time.Second, "a "+l.class+" window from the "+l.name+" launcher", func() bool {
+			return mappedClasses(d)[l.class] > before[l.class]
+		})
+	}
+	// Close stops what the launchers started too, though tint2 puts each
+	// in a session of its own.
+	d.Close()
+	testrig.WaitWithin(t, patience, "the launched applications to be gone", func() bool { return len(processesWithHome(cfg.Home)) == 0 })
+}
+
+// processesWithHome are the processes (not zombies) whose environment has
+// HOME=home.
+func processesWithHome(home string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00HOME="+home+"\x00")) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(st), ") Z ") {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
 }
