@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	mrand "math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -186,13 +187,17 @@ type episodeRun struct {
 
 // Episode is one run from a reset to its end.
 type Episode struct {
-	ID          string     `json:"episode_id"`
-	TaskID      string     `json:"task_id,omitempty"`
-	Instruction string     `json:"instruction,omitempty"`
-	Seed        *int64     `json:"seed,omitempty"`
-	Status      string     `json:"status"` // running, ended, interrupted
-	StartedAt   time.Time  `json:"started_at"`
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
+	ID          string `json:"episode_id"`
+	TaskID      string `json:"task_id,omitempty"`
+	Instruction string `json:"instruction,omitempty"`
+	// Seed is the reset's seed: the one asked for, or one deskenv drew.
+	Seed *int64 `json:"seed,omitempty"`
+	// Params are the values the seed chose for the task's parameters (an
+	// empty object for a task without any; absent without a task).
+	Params    map[string]any `json:"params,omitempty"`
+	Status    string         `json:"status"` // running, ended, interrupted
+	StartedAt time.Time      `json:"started_at"`
+	EndedAt   *time.Time     `json:"ended_at,omitempty"`
 	// DurationS is the time from the end of the reset to the end of the
 	// episode (so far, while running).
 	DurationS  float64 `json:"duration_s"`
@@ -507,6 +512,23 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	if err != nil {
 		return nil, err
 	}
+	// Every episode has a seed, so any episode can be run again: the one
+	// asked for, or one drawn here and reported in the episode.
+	seed := mrand.Int64N(1 << 31)
+	if req.Seed != nil {
+		seed = *req.Seed
+	}
+	var params map[string]any
+	if t != nil {
+		// The task as this seed renders it: its setup runs, its instruction
+		// is shown and its evaluator scores. Rendering fails before the
+		// desktop is touched.
+		rt, vals, err := t.Instantiate(seed)
+		if err != nil {
+			return nil, fmt.Errorf("render task %s: %w", t.ID, err)
+		}
+		t, params = rt, map[string]any(vals)
+	}
 	if err := c.acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -531,7 +553,7 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 		id = newID()
 	}
 	gen := c.d.Generation()
-	rep, env, obs, err := c.resetDesktop(ctx, t, req.Seed, id)
+	rep, env, obs, err := c.resetDesktop(ctx, t, &seed, id)
 	if err == nil && c.d.Generation() != gen {
 		// The X server restarted during the reset: the session and any
 		// setup it did are gone.
@@ -545,9 +567,9 @@ func (c *Control) Reset(ctx context.Context, req ResetRequest) (*Episode, error)
 	}
 	c.metrics.resets.WithLabelValues("ok").Inc()
 
-	ep := Episode{ID: id, Seed: req.Seed, Status: "running", StartedAt: time.Now(), ResetS: rep.Total.Seconds()}
+	ep := Episode{ID: id, Seed: &seed, Status: "running", StartedAt: time.Now(), ResetS: rep.Total.Seconds()}
 	if t != nil {
-		ep.TaskID, ep.Instruction = t.ID, t.Instruction
+		ep.TaskID, ep.Instruction, ep.Params = t.ID, t.Instruction, params
 	}
 	c.begin(&episodeRun{ep: ep, task: t, env: env, gen: gen}, rep)
 	out := ep

@@ -423,6 +423,7 @@ func (c *Control) oeStateData(ctx context.Context) map[string]any {
 		st["task_id"] = nullable(ep.TaskID)
 		st["instruction"] = nullable(ep.Instruction)
 		st["seed"] = ep.Seed
+		st["params"] = ep.Params
 		st["started_at"] = ep.StartedAt
 		st["agent_steps"] = ep.AgentSteps
 		st["human_steps"] = ep.HumanSteps
@@ -462,10 +463,11 @@ func resetObservation(ep *Episode) oeResult {
 		"task_id":     nullable(ep.TaskID),
 		"instruction": nullable(ep.Instruction),
 		"seed":        ep.Seed,
+		"params":      ep.Params,
 		"screenshot":  ep.Observation,
 		// MCPToolClient keeps only "metadata" of an observation it does not
 		// know, so the instruction travels there too.
-		"metadata": map[string]any{"episode_id": ep.ID, "task_id": nullable(ep.TaskID), "instruction": nullable(ep.Instruction)},
+		"metadata": map[string]any{"episode_id": ep.ID, "task_id": nullable(ep.TaskID), "instruction": nullable(ep.Instruction), "seed": ep.Seed, "params": ep.Params},
 	}
 	return oeResult{Observation: obs}
 }

@@ -68,7 +68,7 @@ func (c *Control) startFollowing() {
 }
 
 func lifecycleEpisode(ep Episode) lifecycle.Episode {
-	return lifecycle.Episode{ID: ep.ID, TaskID: ep.TaskID, Instruction: ep.Instruction}
+	return lifecycle.Episode{ID: ep.ID, TaskID: ep.TaskID, Instruction: ep.Instruction, Seed: ep.Seed, Params: ep.Params}
 }
 
 // outcomeOf is how an episode ended, as the recorder writes it into

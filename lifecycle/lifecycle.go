@@ -59,6 +59,11 @@ type Episode struct {
 	ID          string
 	TaskID      string
 	Instruction string
+	// Seed is the reset's seed (given or drawn), and Params the values it
+	// chose for the task's parameters (none: empty), so a recording can say
+	// which variant of the task it holds.
+	Seed   *int64
+	Params map[string]any
 }
 
 // Outcome is how an episode ended.

@@ -86,6 +86,10 @@ type Meta struct {
 type TaskInfo struct {
 	ID          string `json:"id,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
+	// Seed and Params are the reset's seed and the values it chose for the
+	// task's parameters: the variant of the task this episode ran.
+	Seed   *int64         `json:"seed,omitempty"`
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // Size is a width and height in pixels.

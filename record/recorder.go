@@ -95,6 +95,10 @@ type EpisodeInfo struct {
 	ID          string `json:"episode_id,omitempty"`
 	TaskID      string `json:"task_id,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
+	// Seed and Params: the variant of the task (taken from the running
+	// episode when the recording is tied to it).
+	Seed   *int64         `json:"seed,omitempty"`
+	Params map[string]any `json:"params,omitempty"`
 	// Source is who is expected to act: human, agent or mixed. The steps
 	// decide in the end: an episode with both has source mixed.
 	Source string `json:"source,omitempty"`
@@ -403,7 +407,7 @@ func (ep *Episode) open(ctx context.Context, info EpisodeInfo) error {
 		Status: StatusRecording, StartedAt: ep.zero,
 	}
 	if info.TaskID != "" || info.Instruction != "" {
-		m.Task = &TaskInfo{ID: info.TaskID, Instruction: info.Instruction}
+		m.Task = &TaskInfo{ID: info.TaskID, Instruction: info.Instruction, Seed: info.Seed, Params: info.Params}
 	}
 	if r.opt.FPS > 0 {
 		m.Video = &VideoInfo{Codec: "h264", Width: space.ScreenW &^ 1, Height: space.ScreenH &^ 1, FPS: r.opt.FPS,

@@ -411,7 +411,7 @@ func renderString(s string, env starlark.StringDict, keepString bool) (text, num
 		if err != nil {
 			return "", "", fmt.Errorf("template {{ %s }}: %w", tp.expr, err)
 		}
-		if len(tpls) == 1 && !keepString && strings.TrimSpace(s) == s[tp.start:tp.end] {
+		if len(tpls) == 1 && !keepString && s == s[tp.start:tp.end] {
 			switch v := v.(type) {
 			case starlark.Int:
 				return "", v.String(), nil
