@@ -23,7 +23,7 @@ const nobodyID = 65534
 // browserDesk is a desktop (Xvfb + openbox) whose session runs as the
 // unprivileged user nobody, as the agent's programs do in deployment, with a
 // home of its own.
-func browserDesk(t *testing.T) (*display.Display, *DisplayEnv) {
+func browserDesk(t testing.TB) (*display.Display, *DisplayEnv) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root, to run the session as the unprivileged user nobody")
@@ -47,7 +47,7 @@ func browserDesk(t *testing.T) (*display.Display, *DisplayEnv) {
 	return d, env
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
