@@ -90,7 +90,7 @@ func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "animation before measuring, after the page plays")
 	fs.IntVar(&c.fps, "fps", 30, "deskenv stream frames per second")
 	fs.IntVar(&c.bitrate, "bitrate", 4000, "deskenv's --bitrate in kbit/s: congestion control's start and ceiling, the fixed stack's rate")
-	fs.StringVar(&stacks, "stacks", "deskenv,fixed,novnc", "stacks, comma-separated: deskenv (congestion control), fixed (deskenv --fixed-bitrate), novnc (x11vnc + noVNC)")
+	fs.StringVar(&stacks, "stacks", "deskenv,fixed,websocket,novnc", "stacks, comma-separated: deskenv (WebRTC, congestion control), fixed (deskenv --fixed-bitrate), websocket (deskenv's one-port fallback, ?transport=websocket), novnc (x11vnc + noVNC)")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file")
 	fs.DurationVar(&c.queue, "queue", 100*time.Millisecond, "how much the shaped link queues before it drops (tc tbf latency)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the relay's loss and jitter draws")
@@ -104,8 +104,8 @@ func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	c.stacks = splitComma(stacks)
 	for _, s := range c.stacks {
-		if !slices.Contains([]string{"deskenv", "fixed", "novnc"}, s) {
-			return fmt.Errorf("-stacks: unknown stack %q (use deskenv, fixed, novnc; the WebSocket transport is not in this build)", s)
+		if !slices.Contains([]string{"deskenv", "fixed", "websocket", "novnc"}, s) {
+			return fmt.Errorf("-stacks: unknown stack %q (use deskenv, fixed, websocket, novnc)", s)
 		}
 	}
 	if len(c.stacks) == 0 || c.duration < 3*time.Second || c.warmup < 0 || c.queue < time.Millisecond || c.queue > 10*time.Second {
@@ -203,6 +203,8 @@ func stackName(s string) string {
 		return "deskenv (congestion control)"
 	case "fixed":
 		return "deskenv --fixed-bitrate"
+	case "websocket":
+		return "deskenv websocket (WebCodecs)"
 	case "novnc":
 		return "x11vnc + noVNC"
 	}
@@ -241,7 +243,7 @@ func (nb *netBench) measure(ctx context.Context, p netProfile, stack string) (ne
 	if stack == "novnc" {
 		st, err = nb.startNoVNC(ctx, shape)
 	} else {
-		st, err = nb.startDeskenv(ctx, shape, stack == "fixed")
+		st, err = nb.startDeskenv(ctx, shape, stack == "fixed", stack == "websocket")
 	}
 	if err != nil {
 		return r, err
@@ -267,7 +269,10 @@ func (nb *netBench) measure(ctx context.Context, p netProfile, stack string) (ne
 // startDeskenv runs deskenv's stream (latency-serve) with all its WebRTC on
 // one UDP port of 127.0.0.1 and the relay's address announced as its only
 // candidate, so media and page both cross the relay and the shaped veth.
-func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed bool) (*stackUp, error) {
+//
+// With ws the page asks for the websocket fallback (the same encode and
+// congestion logic over the signalling websocket, all TCP).
+func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed, ws bool) (*stackUp, error) {
 	// The relay listens on the same port number the stream uses on
 	// 127.0.0.1: a 1:1 NAT keeps ports, so the candidate announced is
 	// netHostIP:port.
@@ -289,7 +294,7 @@ func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed boo
 		}
 		hostport := hostPort(srv.url)
 		rl, err := startRelay(relayConfig{
-			TCPListen: net.JoinHostPort(netHostIP, "0"), TCPTarget: hostport,
+			TCPListen: net.JoinHostPort(netHostIP, netPagePort), TCPTarget: hostport,
 			UDPListen: net.JoinHostPort(netHostIP, strconv.Itoa(port)), UDPTarget: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			Shape: shape})
 		if err != nil {
@@ -297,11 +302,16 @@ func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed boo
 			lastErr = err
 			continue
 		}
+		transport, query := "webrtc", ""
+		if ws {
+			transport, query = "websocket", "?transport=websocket"
+		}
 		return &stackUp{
-			url: fmt.Sprintf("http://%s/", rl.TCPAddr()), links: "http://" + hostport + "/deskbench/links",
+			url: fmt.Sprintf("http://%s/%s", rl.TCPAddr(), query), links: "http://" + hostport + "/deskbench/links",
 			relay: rl, stop: func() { rl.Close(); srv.stop() },
 			kind: "video", selector: "#video",
-			ready: `window.deskenv && deskenv.state === 'connected' && deskenv.video.videoWidth > 0`,
+			ready: `window.deskenv && deskenv.state === 'connected' && deskenv.session.transport === '` + transport +
+				`' && deskenv.video.videoWidth > 0`,
 		}, nil
 	}
 	return nil, lastErr
@@ -344,7 +354,7 @@ func (nb *netBench) startNoVNC(ctx context.Context, shape linkShape) (*stackUp, 
 		stopVNC()
 		return nil, err
 	}
-	rl, err := startRelay(relayConfig{TCPListen: net.JoinHostPort(netHostIP, "0"), TCPTarget: hostPort(srv.url), Shape: shape})
+	rl, err := startRelay(relayConfig{TCPListen: net.JoinHostPort(netHostIP, netPagePort), TCPTarget: hostPort(srv.url), Shape: shape})
 	if err != nil {
 		srv.stop()
 		stopVNC()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +32,13 @@ const (
 	// host end, the browser has the other.
 	netHostIP  = "10.231.77.1"
 	netInnerIP = "10.231.77.2"
+	// netPagePort is where every stack's page is served through the relay:
+	// one fixed origin, which Chromium is told to treat as secure. A page
+	// on plain http from an address other than localhost is not a secure
+	// context, and WebCodecs (the websocket fallback's decoder) exists only
+	// in secure ones; a real deployment serves HTTPS, which this stands in
+	// for.
+	netPagePort = "47180"
 )
 
 // netLink is the namespace, the veth pair and their qdiscs while they exist.
@@ -188,7 +196,8 @@ func chromiumInNS(dir string) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, "chromium-in-"+netNS)
-	script := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s \"$@\"\n", shellQuote(ip), netNS, shellQuote(chromium))
+	script := fmt.Sprintf("#!/bin/sh\nexec %s netns exec %s %s --unsafely-treat-insecure-origin-as-secure=http://%s \"$@\"\n",
+		shellQuote(ip), netNS, shellQuote(chromium), net.JoinHostPort(netHostIP, netPagePort))
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		return "", err
 	}
