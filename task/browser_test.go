@@ -299,6 +299,24 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("tabs after the second step: %+v, %v; want 2", pages, err)
 	}
 
+	// A page holding an alert() open answers no script: the element check
+	// fails within its bound and says why, and the URL check still finds
+	// the tab.
+	p, err = b.Active(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Evaluate(ctx, `setTimeout(() => alert("hold"), 0)`, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // for the alert to open
+	if ok, detail := check(t, ctx, env, `{"type": "browser_element", "selector": "h1", "contains": "x"}`); ok || !strings.Contains(detail, "did not answer") {
+		t.Errorf("browser_element with an alert open: %v %s", ok, detail)
+	}
+	if ok, detail := check(t, ctx, env, `{"type": "browser_url", "contains": "about.html"}`); !ok {
+		t.Errorf("browser_url with an alert open: %s", detail)
+	}
+
 	env.CloseLaunched(ctx)
 	if env.Browser() != nil {
 		t.Error("the browser is still there after CloseLaunched")

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/devtools"
 )
 
 // browserChecks are the checks of the task's browser, which look at it over
@@ -65,11 +67,19 @@ func taskBrowser(env Env) (*Browser, string, error) {
 	return b, "", nil
 }
 
+// browserAnswerTimeout bounds each browser check's DevTools calls.
+const browserAnswerTimeout = 5 * time.Second
+
 // browserLook is a check's look at the browser: a closed browser fails the
 // check rather than erroring.
 func browserLook(err error) (string, error) {
-	if errors.Is(err, ErrBrowserClosed) {
+	if errors.Is(err, ErrBrowserClosed) || errors.Is(err, devtools.ErrClosed) {
 		return err.Error(), nil
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The agent's page may hold its scripts up (an alert() left open, a
+		// busy loop): a failed check, not a grader that could not look.
+		return fmt.Sprintf("the page did not answer within %s (a dialog such as alert() open, or a busy script): %v", browserAnswerTimeout, err), nil
 	}
 	return "", fmt.Errorf("ask the browser: %w", err)
 }
@@ -91,6 +101,8 @@ func browserText(ctx context.Context, env Env, c *Check, what string, get func(*
 	if err != nil {
 		return false, "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, browserAnswerTimeout)
+	defer cancel()
 	text, err := get(b, ctx)
 	if err != nil {
 		detail, err := browserLook(err)
@@ -115,6 +127,10 @@ const elementScript = `((sel, prop) => {
     if (v === undefined) v = null;
   }
   if (typeof v === "string" && v.length > 1048576) v = v.slice(0, 1048576);
+  else if (typeof v === "object" && v !== null) {
+    const s = JSON.stringify(v);
+    if (s.length > 1048576) v = s.slice(0, 1048576);
+  }
   return {found: true, value: v};
 })(%s, %s)`
 
@@ -123,6 +139,8 @@ func browserElement(ctx context.Context, env Env, c *Check) (bool, string, error
 	if b == nil {
 		return false, detail, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, browserAnswerTimeout)
+	defer cancel()
 	page, err := b.Active(ctx)
 	if err != nil {
 		detail, err := browserLook(err)

@@ -151,7 +151,7 @@ func (b *Browser) ActivePage(ctx context.Context) (*Page, error) {
 	if len(pages) == 0 {
 		return nil, ErrNoPage
 	}
-	var first *Page
+	var first, blocked *Page
 	for _, t := range pages {
 		p, err := b.Attach(ctx, t.TargetID)
 		if err != nil {
@@ -160,16 +160,31 @@ func (b *Browser) ActivePage(ctx context.Context) (*Page, error) {
 		if first == nil {
 			first = p
 		}
+		// A page showing alert() or confirm() runs no script until the
+		// dialog is answered; such a page is the one a person sees.
+		pctx, cancel := context.WithTimeout(ctx, pageAnswerTimeout)
 		var vis string
-		if err := p.Evaluate(ctx, "document.visibilityState", &vis); err == nil && vis == "visible" {
+		err = p.Evaluate(pctx, "document.visibilityState", &vis)
+		cancel()
+		switch {
+		case err == nil && vis == "visible":
 			return p, nil
+		case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && blocked == nil:
+			blocked = p
 		}
 	}
-	if first == nil {
-		return nil, ErrNoPage
+	switch {
+	case blocked != nil:
+		return blocked, nil
+	case first != nil:
+		return first, nil
 	}
-	return first, nil
+	return nil, ErrNoPage
 }
+
+// pageAnswerTimeout is how long ActivePage waits for a tab's script to
+// answer before taking it for one blocked by a dialog.
+const pageAnswerTimeout = time.Second
 
 // Attach attaches to a target (once; later calls reuse the session) in
 // flat mode: commands to it go over this connection with its session id.
