@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
@@ -216,6 +217,34 @@ func TestWSVideo(t *testing.T) {
 	links := e.s.Links()
 	if len(links) != 1 || links[0].Transport != "websocket" || links[0].Codec != "h264" || links[0].EstimateKbps <= 0 {
 		t.Fatalf("links %+v, want one websocket h264 link with an estimate", links)
+	}
+	// /metrics carries the viewer with transport "websocket".
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(e.s.Collector())
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["viewer"] == c.hello.ID {
+				series++
+				if labels["transport"] != "websocket" {
+					t.Errorf("%s labels %v, want transport websocket", mf.GetName(), labels)
+				}
+				if mf.GetName() == "deskenv_viewer_estimate_bitrate_kbps" && m.GetGauge().GetValue() <= 0 {
+					t.Errorf("estimate %v, want above 0", m.GetGauge().GetValue())
+				}
+			}
+		}
+	}
+	if series == 0 {
+		t.Errorf("no series for viewer %s", c.hello.ID)
 	}
 	c.send(map[string]any{"type": "stats"})
 	m := c.waitMsg("stats", 5*time.Second)
