@@ -278,6 +278,25 @@ func TestBrowser(t *testing.T) {
 		u, err := b.URL(ctx)
 		return err == nil && strings.HasSuffix(u, "/index.html"), u
 	})
+	if err := b.Forward(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testrig.WaitState(t, 20*time.Second, "forward at the about page", func() (bool, string) {
+		u, err := b.URL(ctx)
+		return err == nil && strings.HasSuffix(u, "/about.html"), u
+	})
+	if err := b.Forward(ctx); err == nil || !strings.Contains(err.Error(), "history has no entry") {
+		t.Errorf("forward at the end of the history: %v", err)
+	}
+	if err := b.Navigate(ctx, fmt.Sprintf("http://127.0.0.1:%d/index.html#again", port)); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := b.URL(ctx); err != nil || !strings.HasSuffix(u, "#again") {
+		t.Errorf("after Navigate the URL is %q (%v)", u, err)
+	}
+	if err := b.Back(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	// A second browser step opens a tab in the same browser, which becomes
 	// the active one.
