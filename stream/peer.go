@@ -101,8 +101,12 @@ func (v *viewer) onOffer(m clientMsg) {
 		return
 	}
 	v.mu.Lock()
-	busy := v.pc != nil
+	busy, onWS := v.pc != nil, v.wsv != nil
 	v.mu.Unlock()
+	if onWS {
+		v.sendError(CodeBadMessage, "this session receives its video on the websocket: open a new websocket to use WebRTC")
+		return
+	}
 	if busy {
 		v.sendError(CodeBadMessage, "this session already negotiated its peer connection: open a new websocket to start over")
 		return

@@ -263,6 +263,7 @@ func TestWSVideo(t *testing.T) {
 			{map[string]any{"type": "ack", "seq": 1.5}, "whole number"},
 			{map[string]any{"type": "ack", "seq": 1, "decode_ms": -3}, "decode_ms"},
 			{map[string]any{"type": "ack"}, "needs \"seq\""},
+			{map[string]any{"type": "offer", "sdp": "v=0"}, "receives its video on the websocket"},
 		} {
 			c.send(tt.msg)
 			if m := c.waitMsg("error", 5*time.Second); !strings.Contains(m["message"].(string), tt.want) || m["code"] != CodeBadMessage {
@@ -430,5 +431,34 @@ func TestWSSlowReader(t *testing.T) {
 		if l.Viewer == slow.hello.ID && (l.Transport != "websocket" || l.EstimateKbps > 1000) {
 			t.Errorf("slow link %+v: want transport websocket and an estimate under 1000 kbit/s", l)
 		}
+	}
+}
+
+// TestWSBesideWebRTC: a WebRTC viewer and a websocket viewer watch the same
+// encode: both get frames, from one run of the loop, and each link says
+// its transport.
+func TestWSBesideWebRTC(t *testing.T) {
+	e := newEnv(t, envOptions{width: 640, height: 400})
+	p := e.probe(t)
+	rtc := join(t, e, clientOptions{})
+	defer rtc.close()
+	ws := joinWS(t, e, wsOptions{})
+	defer ws.close()
+	rtc.waitFrame(10 * time.Second)
+	ws.waitFrame(10 * time.Second)
+	for i := 0; i < 3; i++ {
+		p.Fill(0, 0, 100, 100, uint32(0x405060+i*0x111111))
+		rtc.waitFrame(10 * time.Second)
+		ws.waitFrame(10 * time.Second)
+	}
+	if st := e.s.Stats(); st.PipelineStarts != 1 {
+		t.Errorf("the loop started %d times, want once for both viewers", st.PipelineStarts)
+	}
+	kinds := map[string]string{}
+	for _, l := range e.s.Links() {
+		kinds[l.Viewer] = l.Transport
+	}
+	if kinds[ws.hello.ID] != "websocket" || kinds[rtc.hello.ID] != "udp" {
+		t.Errorf("links' transports %v, want %s websocket and %s udp", kinds, ws.hello.ID, rtc.hello.ID)
 	}
 }
