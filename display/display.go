@@ -61,9 +61,9 @@ type Config struct {
 	// (session.go) to the window manager and Apps.
 	Session string
 
-	// Panel is the command line of the desktop's panel. nil means tint2 in
-	// the desktop session and none in the bare one; an empty non-nil slice
-	// means none. The panel is part of the desktop itself: restarted
+	// Panel is the command line of the desktop's panel. nil means tint2
+	// with deskenv's configuration in the desktop session and none in the
+	// bare one; an empty non-nil slice means none. The panel is part of the desktop itself: restarted
 	// whenever it dies, and kept running across RestartSession and
 	// KillSession (a reset), so it is one process for the desktop's life.
 	Panel []string
@@ -114,11 +114,8 @@ func (c *Config) defaults() {
 	if c.Apps == nil {
 		c.Apps = [][]string{{"xterm"}}
 	}
-	if c.Panel == nil {
-		c.Panel = []string{}
-		if c.Session == SessionDesktop {
-			c.Panel = []string{"tint2"}
-		}
+	if c.Panel == nil && (c.Session != SessionDesktop || c.Attach != "") {
+		c.Panel = []string{} // the desktop's tint2 is set up by Start
 	}
 	if c.Home == "" {
 		c.Home = os.Getenv("HOME")
@@ -201,6 +198,12 @@ func Start(ctx context.Context, cfg Config) (*Display, error) {
 		return nil, err
 	}
 	d.auth, d.num = auth, -1
+	if d.cfg.Panel == nil {
+		if d.cfg.Panel, err = writePanel(auth.dir); err != nil {
+			auth.close(d.num)
+			return nil, err
+		}
+	}
 	if err := d.startServer(ctx); err != nil {
 		auth.close(d.num)
 		return nil, err

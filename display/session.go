@@ -48,8 +48,42 @@ func MissingForDesktop() []string {
 	return missing
 }
 
-// skeleton is the desktop session's home skeleton: the panel's
-// configuration, the launchers' .desktop files, a LibreOffice profile with
+// panelFiles are the panel's configuration (tint2rc) and its launchers'
+// .desktop files.
+//
+//go:embed panel
+var panelFiles embed.FS
+
+// writePanel writes the panel's files into a directory panel under dir (a
+// directory of this process's user that the session may enter, the X
+// authorization directory) and returns the panel's command line. The files
+// are this process's user's and read-only to the session: the panel is not
+// restarted by a reset, so what it reads must be out of the agent's reach,
+// or a changed tint2rc (loaded on SIGUSR1, or when the agent kills the
+// panel) would carry over into the next episode.
+func writePanel(dir string) ([]string, error) {
+	pdir := filepath.Join(dir, "panel")
+	if err := os.Mkdir(pdir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("write the panel's configuration: %w", err)
+	}
+	ents, err := panelFiles.ReadDir("panel")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		data, err := panelFiles.ReadFile("panel/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		data = bytes.ReplaceAll(data, []byte("{{DIR}}"), []byte(pdir))
+		if err := os.WriteFile(filepath.Join(pdir, e.Name()), data, 0o644); err != nil {
+			return nil, fmt.Errorf("write the panel's configuration: %w", err)
+		}
+	}
+	return []string{"tint2", "-c", filepath.Join(pdir, "tint2rc")}, nil
+}
+
+// skeleton is the desktop session's home skeleton: a LibreOffice profile with
 // no tip of the day, no first-start wizard, no recovery prompt, no "Keep
 // current format" question and high macro security, and pcmanfm's settings.
 //

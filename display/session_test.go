@@ -122,11 +122,20 @@ func TestDesktopSession(t *testing.T) {
 	} else if px[2] <= px[0] {
 		t.Errorf("wallpaper pixel %v is not the blue gradient", px)
 	}
-	for _, f := range []string{".config/tint2/tint2rc", ".config/libreoffice/4/user/registrymodifications.xcu",
-		".local/share/applications/deskenv-calc.desktop", ".config/libfm/libfm.conf"} {
+	for _, f := range []string{".config/libreoffice/4/user/registrymodifications.xcu", ".config/libfm/libfm.conf", ".config/pcmanfm/default/pcmanfm.conf"} {
 		if _, err := os.Stat(filepath.Join(cfg.Home, f)); err != nil {
 			t.Errorf("home skeleton: %v", err)
 		}
+	}
+	// The panel reads its configuration from outside the home, from files
+	// the session may read but not change (it outlives resets).
+	panel := d.Config().Panel
+	if len(panel) != 3 || panel[0] != "tint2" || panel[1] != "-c" || strings.HasPrefix(panel[2], cfg.Home) {
+		t.Errorf("panel command %q, want tint2 -c with a file outside the home", panel)
+	} else if fi, err := os.Stat(panel[2]); err != nil || fi.Mode().Perm()&0o022 != 0 {
+		t.Errorf("panel configuration %s: %v, mode %v: want it readable, writable by deskenv alone", panel[2], err, fi.Mode())
+	} else if rc, _ := os.ReadFile(panel[2]); !strings.Contains(string(rc), filepath.Join(filepath.Dir(panel[2]), "deskenv-calc.desktop")) {
+		t.Errorf("tint2rc does not name the launchers beside it:\n%s", rc)
 	}
 	xcu, _ := os.ReadFile(filepath.Join(cfg.Home, ".config/libreoffice/4/user/registrymodifications.xcu"))
 	for _, want := range []string{`"ShowTipOfTheDay"`, `"WarnAlienFormat"`, `"FirstStartWizardCompleted"`, `/org.openoffice.Office.Recovery/RecoveryInfo`} {
@@ -182,7 +191,7 @@ func TestBareSessionHasNoPanel(t *testing.T) {
 	if len(d.PanelPIDs()) != 0 {
 		t.Errorf("panel processes %v in the bare session", d.PanelPIDs())
 	}
-	if _, err := os.Stat(filepath.Join(cfg.Home, ".config/tint2")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(cfg.Home, ".config/libreoffice")); !os.IsNotExist(err) {
 		t.Errorf("the bare session wrote the desktop's skeleton: %v", err)
 	}
 }
