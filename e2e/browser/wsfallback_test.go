@@ -37,7 +37,7 @@ const (
 // udpBlockedChromium makes the namespace and returns a Chromium wrapper
 // that runs in it, and a function that turns the UDP drop on. It skips the
 // test, saying why, without root or the ip and iptables commands.
-func udpBlockedChromium(ctx context.Context, t *testing.T) (wrapper string, block func()) {
+func udpBlockedChromium(t *testing.T) (wrapper string, block func()) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the UDP-blocked browser needs root (a network namespace, a veth pair, iptables): run as root")
@@ -55,8 +55,9 @@ func udpBlockedChromium(ctx context.Context, t *testing.T) (wrapper string, bloc
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
+	// Not the test's ctx: the cleanup runs after it is cancelled.
 	run := func(args ...string) error {
-		out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}
@@ -136,7 +137,7 @@ const readPixel = `(([x, y]) => {
 func TestBrowserWebsocketFallback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	wrapper, blockUDP := udpBlockedChromium(ctx, t)
+	wrapper, blockUDP := udpBlockedChromium(t)
 	t.Setenv("DESKENV_CHROMIUM", wrapper)
 	// All interfaces' candidates, the veth's among them: what the browser
 	// could reach, were UDP let through.
