@@ -206,8 +206,21 @@ func (a *Desktop) startMCP(context.Context) (err error) {
 		Name:       "deskenv",
 		Version:    a.cfg.Version,
 		Logger:     a.log,
+		Page:       pageOf{a},
 	})
 	return err
+}
+
+// pageOf tells the MCP server the desktop's page URL (Gemini's answers carry
+// it) from the control plane, which starts after the MCP server (it calls
+// the server's tools); by the first request a.control is set.
+type pageOf struct{ a *Desktop }
+
+func (p pageOf) PageURL(ctx context.Context) (string, error) {
+	if p.a.control == nil {
+		return "", task.ErrNoBrowser
+	}
+	return p.a.control.PageURL(ctx)
 }
 
 // startStream starts the WebRTC stream for people, unless --no-stream.

@@ -31,6 +31,11 @@ const GeminiGrid = 1000
 const (
 	OpenAIWaitSeconds = 2.0
 	GeminiWaitSeconds = 5.0
+	// GeminiAddressBarWait is how long Gemini's navigate waits between
+	// focusing the address bar and typing the URL, as a person pauses:
+	// typed at once, Chromium's address bar lost the URL's first characters
+	// to the page (e2e/dialect TestGeminiSeesTheURL).
+	GeminiAddressBarWait = 0.3
 )
 
 // ScrollPixelsPerNotch turns the pixel distances OpenAI's scroll and

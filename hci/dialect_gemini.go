@@ -119,13 +119,21 @@ func geminiTypeAt(acts []Action, i int, args map[string]any) (int, map[string]an
 }
 
 // geminiKeys says a key action: navigate when it is ctrl+l, a URL typed
-// and Return (what navigate does); go_back and go_forward for their keys;
-// key_combination for any other chord, one call per chord of a sequence.
+// and Return, with or without a short wait before the URL (what navigate
+// does: the tool waits GeminiAddressBarWait); go_back and go_forward for
+// their keys; key_combination for any other chord, one call per chord of a
+// sequence.
 func geminiKeys(r sayRun) (int, []any, error) {
 	acts, i, a := r.acts, r.i, r.a()
-	if a.Text == "ctrl+l" && i+2 < len(acts) && acts[i+1].Action == ActType && acts[i+2].Action == ActKey && acts[i+2].Text == "Return" &&
-		strings.TrimSpace(acts[i+1].Text) != "" && !strings.ContainsAny(acts[i+1].Text, "\r\n\t") {
-		return 3, []any{GeminiCall{Name: "navigate", Args: map[string]any{"url": acts[i+1].Text}}}, nil
+	if a.Text == "ctrl+l" {
+		j := i + 1
+		if j < len(acts) && acts[j].Action == ActWait && acts[j].Duration != nil && *acts[j].Duration <= GeminiAddressBarWait {
+			j++
+		}
+		if j+1 < len(acts) && acts[j].Action == ActType && acts[j+1].Action == ActKey && acts[j+1].Text == "Return" &&
+			strings.TrimSpace(acts[j].Text) != "" && !strings.ContainsAny(acts[j].Text, "\r\n\t") {
+			return j + 2 - i, []any{GeminiCall{Name: "navigate", Args: map[string]any{"url": acts[j].Text}}}, nil
+		}
 	}
 	if name, ok := map[string]string{"alt+Left": "go_back", "alt+Right": "go_forward"}[a.Text]; ok {
 		return 1, []any{GeminiCall{Name: name, Args: map[string]any{}}}, nil

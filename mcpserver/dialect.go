@@ -111,7 +111,31 @@ func (s *Server) runSteps(ctx context.Context, dialect Mode, tool string, steps 
 		}
 		last = out
 	}
+	if dialect == ModeGemini {
+		texts = append(texts, s.pageURL(ctx)...)
+	}
 	return s.answer(ctx, tool, texts, last, settle)
+}
+
+// pageURL is Gemini's current URL as a text item, {"url": "..."}, when the
+// desktop's browser is known (Config.Page); none otherwise. The URL is read
+// before the screenshot, after the actions: what the model sees next.
+func (s *Server) pageURL(ctx context.Context) []string {
+	if s.cfg.Page == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	u, err := s.cfg.Page.PageURL(ctx)
+	if err != nil {
+		s.log.Debug("no current URL for the Gemini answer", "err", err)
+		return nil
+	}
+	b, err := wire.Marshal(map[string]string{"url": u})
+	if err != nil {
+		return nil
+	}
+	return []string{string(b)}
 }
 
 // stepError says which step failed and what had been done before it, so the

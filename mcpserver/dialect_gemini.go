@@ -152,7 +152,8 @@ func navigate(url string) ([]step, error) {
 	case len(url) > maxURLBytes:
 		return nil, fmt.Errorf("navigate: the url is %d bytes, more than %d", len(url), maxURLBytes)
 	}
-	return []step{{fAction: hci.ActKey, fText: "ctrl+l"}, {fAction: hci.ActType, fText: url}, {fAction: hci.ActKey, fText: "Return"}}, nil
+	return []step{{fAction: hci.ActKey, fText: "ctrl+l"}, {fAction: hci.ActWait, fDuration: hci.GeminiAddressBarWait},
+		{fAction: hci.ActType, fText: url}, {fAction: hci.ActKey, fText: "Return"}}, nil
 }
 
 func geminiTypeAt(sp hci.Space, a geminiArgs) ([]step, error) {

@@ -47,7 +47,12 @@ func sayCases() []sayCase {
 			`{"action":"key","text":"Return"}`}},
 		{name: "click, clear, type", acts: []string{`{"action":"left_click","coordinate":[640,400]}`, `{"action":"key","text":"ctrl+a"}`,
 			`{"action":"key","text":"Delete"}`, `{"action":"type","text":"deskenv"}`}},
-		{name: "navigate", acts: []string{`{"action":"key","text":"ctrl+l"}`, `{"action":"type","text":"https://example.com/"}`, `{"action":"key","text":"Return"}`}},
+		{name: "navigate", acts: []string{`{"action":"key","text":"ctrl+l"}`, `{"action":"type","text":"https://example.com/"}`, `{"action":"key","text":"Return"}`},
+			// Gemini's navigate pauses before the URL (hci.GeminiAddressBarWait).
+			want: map[string][]string{gm: {`{"action":"key","text":"ctrl+l"}`, `{"action":"wait","duration":0.3}`, `{"action":"type","text":"https://example.com/"}`, `{"action":"key","text":"Return"}`}}},
+		{name: "navigate as Gemini's tool does it", acts: []string{`{"action":"key","text":"ctrl+l"}`, `{"action":"wait","duration":0.3}`, `{"action":"type","text":"https://example.com/"}`, `{"action":"key","text":"Return"}`},
+			// OpenAI's wait carries no duration: it waits 2 s.
+			want: map[string][]string{oa: {`{"action":"key","text":"ctrl+l"}`, `{"action":"wait","duration":2}`, `{"action":"type","text":"https://example.com/"}`, `{"action":"key","text":"Return"}`}}},
 		{name: "key ctrl+l", acts: []string{`{"action":"key","text":"ctrl+l"}`}},
 		{name: "key ctrl+shift+t", acts: []string{`{"action":"key","text":"ctrl+shift+t"}`}},
 		{name: "key Escape", acts: []string{`{"action":"key","text":"Escape"}`}},

@@ -100,7 +100,7 @@ func geminiCases() []dialectCase {
 		return []int{px, py}
 	}
 	nav := func(url string) []map[string]any {
-		return []map[string]any{{"action": "key", "text": "ctrl+l"}, {"action": "type", "text": url}, {"action": "key", "text": "Return"}}
+		return []map[string]any{{"action": "key", "text": "ctrl+l"}, {"action": "wait", "duration": hci.GeminiAddressBarWait}, {"action": "type", "text": url}, {"action": "key", "text": "Return"}}
 	}
 	return []dialectCase{
 		{"click_at", "click_at", act{"x": 500, "y": 500}, func(sp hci.Space) []map[string]any {

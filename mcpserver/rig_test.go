@@ -35,6 +35,7 @@ type rigConfig struct {
 	findTools  bool
 	deferTools bool
 	traits     []Trait
+	page       PageSource
 }
 
 // rig is one real desktop (its own Xvfb) with the whole MCP stack over it and
@@ -82,7 +83,7 @@ func newRig(t testing.TB, cfg rigConfig) *rig {
 	if settle == (screen.SettleOptions{}) {
 		settle = screen.SettleOptions{Quiet: 50 * time.Millisecond, Max: time.Second}
 	}
-	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, DeferTools: cfg.deferTools, Traits: cfg.traits})
+	srv, err := New(ex, shoot, capt, Config{Modes: cfg.modes, Settle: settle, FindTools: cfg.findTools, DeferTools: cfg.deferTools, Traits: cfg.traits, Page: cfg.page})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,6 +102,17 @@ type Config struct {
 	// ProgressEvery is how often a call still running tells a client that
 	// asked for progress (a progressToken) that it is (default 5 s).
 	ProgressEvery time.Duration
+	// Page, when set, is asked for the URL of the browser tab the desktop
+	// shows, which Gemini's computer use returns with every screenshot.
+	// Without it, or when it has no browser, the Gemini functions answer
+	// with the screenshot alone.
+	Page PageSource
+}
+
+// PageSource tells the URL of the browser tab the desktop shows (the
+// control plane's: the running task's browser, over its DevTools pipe).
+type PageSource interface {
+	PageURL(ctx context.Context) (string, error)
 }
 
 // Server serves one desktop's executor and screen over MCP.
