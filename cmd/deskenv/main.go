@@ -56,6 +56,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "deskenv:", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 1
 	}
 	return 0
@@ -88,6 +91,9 @@ func commands() map[string]command {
 		},
 		"replay": func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return replayCmd(ctx, args, stdout, stderr)
+		},
+		"tasks": func(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+			return tasksCmd(ctx, args, stdout, stderr)
 		},
 		"init": func(_ context.Context, args []string, _ io.Reader, _, _ io.Writer) error {
 			return initCmd(args)
