@@ -781,8 +781,9 @@ func (d *Display) spawn(argv []string) (*child, error) {
 // stopSession stops the session's processes, all but the panel when
 // keepPanel.
 func (d *Display) stopSession(keepPanel bool) {
+	keep := keepPanel && d.panelIntact()
 	d.mu.Lock()
-	cmds, kept := splitPanel(d.session, keepPanel)
+	cmds, kept := splitPanel(d.session, keep)
 	d.session = kept
 	d.mu.Unlock()
 	if !keepPanel {
@@ -800,6 +801,8 @@ func (d *Display) stopSession(keepPanel bool) {
 	}
 	for _, c := range cmds {
 		killGroup(c, syscall.SIGTERM)
+		// A stopped process acts on SIGTERM only once continued.
+		killGroup(c, syscall.SIGCONT)
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	for _, c := range cmds {

@@ -287,3 +287,52 @@ func descendantGroups(pids []int) []int {
 	}
 	return out
 }
+
+// panelIntact reports whether the panel, which a reset keeps, is as the
+// session started it: running (not stopped: the agent, as the session's
+// user, may SIGSTOP it) and with a viewable window of its own (the agent
+// may unmap it through X). A panel that is not is replaced, so no episode
+// inherits what the last one did to it. No panel: true.
+func (d *Display) panelIntact() bool {
+	pids := d.PanelPIDs()
+	if len(pids) == 0 {
+		return true
+	}
+	pid := pids[0]
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if i := bytes.LastIndexByte(st, ')'); err != nil || i < 0 || i+2 >= len(st) || st[i+2] == 'T' || st[i+2] == 't' {
+		return false
+	}
+	c, err := d.Dial()
+	if err != nil {
+		return true // the X server's trouble, not the panel's
+	}
+	defer c.Close()
+	name := "_NET_WM_PID"
+	a, err := xproto.InternAtom(c, false, uint16(len(name)), name).Reply()
+	if err != nil {
+		return true
+	}
+	return hasViewableWindowOf(c, d.Root(), a.Atom, uint32(pid), 0)
+}
+
+// hasViewableWindowOf looks for a viewable window whose _NET_WM_PID is
+// pid, at the top and one level down (inside a window manager's frame).
+func hasViewableWindowOf(c *xgb.Conn, w xproto.Window, pidAtom xproto.Atom, pid uint32, depth int) bool {
+	tree, err := xproto.QueryTree(c, w).Reply()
+	if err != nil {
+		return false
+	}
+	for _, w := range tree.Children {
+		if a, err := xproto.GetWindowAttributes(c, w).Reply(); err != nil || a.MapState != xproto.MapStateViewable {
+			continue
+		}
+		if p, err := xproto.GetProperty(c, false, w, pidAtom, xproto.AtomCardinal, 0, 1).Reply(); err == nil && p.Format == 32 && len(p.Value) >= 4 && xgb.Get32(p.Value) == pid {
+			return true
+		}
+		if depth < 1 && hasViewableWindowOf(c, w, pidAtom, pid, depth+1) {
+			return true
+		}
+	}
+	return false
+}

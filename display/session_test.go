@@ -176,6 +176,45 @@ func TestDesktopSession(t *testing.T) {
 	if !ok || p.Role != display.RolePanel || !p.Running {
 		t.Fatalf("Processes has the panel as %+v (found %v)", p, ok)
 	}
+
+	// What an agent (the session's user) could do to the panel so that the
+	// next episode inherits it: the reset's RestartSession replaces a
+	// panel that is stopped or whose window is unmapped.
+	tamper := []struct {
+		name string
+		do   func(pid int)
+	}{
+		{"stopped", func(pid int) {
+			syscall.Kill(pid, syscall.SIGSTOP)
+			testrig.WaitFor(t, "the panel to stop", func() bool {
+				st, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+				return strings.Contains(string(st), ") T ")
+			})
+		}},
+		{"window unmapped", func(int) {
+			c, err := d.Dial()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			for _, w := range dockWindows(t, d) {
+				xproto.UnmapWindow(c, w)
+			}
+			xproto.GetInputFocus(c).Reply()
+		}},
+	}
+	for _, tc := range tamper {
+		testrig.WaitWithin(t, patience, "the panel's window", func() bool { return len(dockWindows(t, d)) == 1 })
+		pid := panelPID(t, d)
+		tc.do(pid)
+		if err := d.RestartSession(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		testrig.WaitWithin(t, patience, "a new panel after it was "+tc.name, func() bool {
+			pids := d.PanelPIDs()
+			return len(pids) == 1 && pids[0] != pid && len(dockWindows(t, d)) == 1
+		})
+	}
 }
 
 // TestBareSessionHasNoPanel: the bare session is openbox and its apps: no

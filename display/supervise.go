@@ -372,8 +372,9 @@ func (d *Display) noteServerRestart(e *Exit, err error) {
 //
 // The panel is not the session's to kill: it stays, and stays supervised.
 func (d *Display) KillSession() []int {
+	keep := d.panelIntact()
 	d.mu.Lock()
-	cmds, kept := splitPanel(d.session, true)
+	cmds, kept := splitPanel(d.session, keep)
 	d.session = kept
 	d.mu.Unlock()
 	pids := make([]int, 0, len(cmds))
