@@ -8,7 +8,7 @@ NPM_DIRS := e2e/mcp-ts e2e/browser e2e/record
 # staticcheck, pinned, fetched through the module proxy on first use.
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean image image-test
+.PHONY: run build test fuzz fuzz-short deps deps-test npm vet bench clean image image-test tasks-check tasks-check-fast
 
 run: deps build
 	./$(BIN) $(ARGS)
@@ -43,6 +43,15 @@ vet:
 
 test: deps-test npm vet
 	$(GO) test -count=1 -timeout 30m ./...
+	$(MAKE) tasks-check-fast
+
+# Prove tasks (deskenv tasks check: the solution scores 1, doing nothing 0).
+# make test proves the tasks tagged smoke; CI proves them all on two desktops.
+tasks-check-fast: build
+	./$(BIN) tasks check --only smoke
+
+tasks-check: build
+	./$(BIN) tasks check --desktops 2
 
 # Every go test -fuzz target (the FuzzXxx of each fuzz_test.go) for FUZZTIME
 # each, one after the other; `make test` already replays their seed corpora.
