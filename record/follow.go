@@ -76,9 +76,7 @@ func (cp *controlPlane) tie(info EpisodeInfo) (EpisodeInfo, error) {
 	if info.Instruction == "" {
 		info.Instruction = run.Instruction
 	}
-	if info.Seed == nil {
-		info.Seed, info.Params = run.Seed, run.Params
-	}
+	info.Seed, info.Params = run.Seed, run.Params
 	return info, nil
 }
 

@@ -95,10 +95,10 @@ type EpisodeInfo struct {
 	ID          string `json:"episode_id,omitempty"`
 	TaskID      string `json:"task_id,omitempty"`
 	Instruction string `json:"instruction,omitempty"`
-	// Seed and Params: the variant of the task (taken from the running
-	// episode when the recording is tied to it).
-	Seed   *int64         `json:"seed,omitempty"`
-	Params map[string]any `json:"params,omitempty"`
+	// Seed and Params: the variant of the task, taken from the running
+	// episode when the recording is tied to it (never from a request).
+	Seed   *int64         `json:"-"`
+	Params map[string]any `json:"-"`
 	// Source is who is expected to act: human, agent or mixed. The steps
 	// decide in the end: an episode with both has source mixed.
 	Source string `json:"source,omitempty"`
