@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jezek/xgb/xproto"
+
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/testrig"
 )
@@ -55,6 +57,22 @@ func TestResetKeepsThePanel(t *testing.T) {
 	testrig.WaitFor(t, "the stray xterm to be killed", func() bool { return processGone(stray.Process.Pid) })
 	if _, err := os.Stat(profile); err != nil {
 		t.Errorf("the LibreOffice profile after the reset: %v", err)
+	}
+	// The wallpaper (the root window's background, which no client owns)
+	// is there after the reset killed every client: right of the xterm,
+	// above the panel.
+	x, err := openX(d.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	w, h := d.Size()
+	img, err := xproto.GetImage(x.conn, xproto.ImageFormatZPixmap, xproto.Drawable(x.root), int16(w-4), int16(h/2), 1, 1, 0xffffffff).Reply()
+	if err != nil || len(img.Data) < 3 {
+		t.Fatalf("read the screen: %v", err)
+	}
+	if img.Data[0] == 0 && img.Data[1] == 0 && img.Data[2] == 0 {
+		t.Errorf("the wallpaper pixel is black after the reset")
 	}
 }
 
