@@ -176,10 +176,14 @@ func (d *decoder) choices(n *jnode, path string) []any {
 			}
 			out = append(out, it.str)
 		default:
+			// A whole number is an int64 however it is written (3, 3.0,
+			// 3e0), so it reads the same after json.Marshal.
 			if v, err := strconv.ParseInt(string(it.num), 10, 64); err == nil {
 				out = append(out, v)
+			} else if f := d.number(it, p); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				out = append(out, int64(f))
 			} else {
-				out = append(out, d.number(it, p))
+				out = append(out, f)
 			}
 		}
 	}
@@ -283,12 +287,23 @@ func renderTask(k *Kinds, source []byte, name string, vals Values) (*Task, error
 	if err := d.err(); err != nil {
 		return nil, err
 	}
-	t, err := parseRendered(k, out, name, source, spans)
-	if err != nil {
-		return nil, err
+	// The rendering is a task of its own: it marshals as what it is.
+	return parseRendered(k, out, name, source, spans)
+}
+
+// MarshalJSON writes a task with templates as its file was written (its
+// params and templates, which Parse accepts again and renders the same),
+// and any other task field by field.
+func (t Task) MarshalJSON() ([]byte, error) {
+	if t.source != nil {
+		var b bytes.Buffer
+		if err := json.Compact(&b, t.source); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
 	}
-	t.source, t.kinds = source, k
-	return t, nil
+	type plain Task
+	return json.Marshal(plain(t))
 }
 
 // templated is the parts of a task whose strings may be templates: the

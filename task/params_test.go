@@ -249,3 +249,32 @@ func TestParamsPrintf(t *testing.T) {
 		t.Errorf("a huge width: %v", err)
 	}
 }
+
+func TestParamsRoundTrip(t *testing.T) {
+	// json.Marshal of a task with templates is its file; of a rendering,
+	// the rendering. Either parses back to the same task.
+	tk, err := Parse([]byte(paramsTask), "a.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := tk.Instantiate(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*Task{tk, r} {
+		b, err := json.Marshal(x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse(b, "a.json")
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if back.Instruction != x.Instruction || !reflect.DeepEqual(back.Params, x.Params) || back.MaxSteps != x.MaxSteps {
+			t.Errorf("round trip of %q gave %q", x.Instruction, back.Instruction)
+		}
+	}
+	if b, _ := json.Marshal(tk); !strings.Contains(string(b), "{{n * 3}}") {
+		t.Errorf("a task with templates marshals without them: %s", b)
+	}
+}
