@@ -49,6 +49,25 @@ func TestDisplaySession(t *testing.T) {
 			}
 		})
 	}
+	// Without the desktop's programs (an empty $PATH): auto is bare, and
+	// says on the log what is missing and how to install it; desktop is an
+	// error saying the same.
+	t.Run("programs missing", func(t *testing.T) {
+		t.Setenv("PATH", t.TempDir())
+		var log strings.Builder
+		c := DefaultConfig()
+		got, err := c.DisplaySession(slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil || got != display.SessionBare {
+			t.Fatalf("auto without the programs: %q, %v; want bare", got, err)
+		}
+		if !strings.Contains(log.String(), "tint2") || !strings.Contains(log.String(), "scripts/install-deps.sh apps") {
+			t.Errorf("the log does not say what is missing and how to install it: %s", log.String())
+		}
+		c.Session = "desktop"
+		if _, err := c.DisplaySession(slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "tint2") {
+			t.Errorf("--session desktop without the programs: %v, want an error naming tint2", err)
+		}
+	})
 	c := DefaultConfig()
 	c.Session = "gnome"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), `--session "gnome"`) {
