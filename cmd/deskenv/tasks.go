@@ -182,18 +182,17 @@ func (c *tasksCheck) cleanup() {
 
 // checkJob is one task and seed to prove, and what proving it found.
 type checkJob struct {
-	Task        string         `json:"task"`
-	Seed        int64          `json:"seed"`
-	Params      map[string]any `json:"params,omitempty"`
-	Solved      *float64       `json:"reward_solved"`
-	Idle        *float64       `json:"reward_idle"`
-	SetupS      float64        `json:"setup_s"`
-	CheckS      float64        `json:"check_s"`
-	OK          bool           `json:"ok"`
-	Problems    []string       `json:"problems,omitempty"`
-	Desktop     int            `json:"desktop"`
-	t           *task.Task
-	instruction string
+	Task     string         `json:"task"`
+	Seed     int64          `json:"seed"`
+	Params   map[string]any `json:"params,omitempty"`
+	Solved   *float64       `json:"reward_solved"`
+	Idle     *float64       `json:"reward_idle"`
+	SetupS   float64        `json:"setup_s"`
+	CheckS   float64        `json:"check_s"`
+	OK       bool           `json:"ok"`
+	Problems []string       `json:"problems,omitempty"`
+	Desktop  int            `json:"desktop"`
+	t        *task.Task
 }
 
 func (c *tasksCheck) jobs() []*checkJob {
@@ -341,12 +340,14 @@ func prove(ctx context.Context, ctl *control.Control, j *checkJob) {
 	defer cancel()
 	start := time.Now()
 	seed := j.Seed
+	// The values the reset will choose, known even when the reset fails.
+	j.Params = j.t.Draw(seed)
 	ep, err := ctl.Reset(ctx, control.ResetRequest{TaskID: j.Task, Seed: &seed})
 	if err != nil {
 		j.Problems = append(j.Problems, "reset: "+err.Error())
 		return
 	}
-	j.SetupS, j.Params, j.instruction = ep.ResetS, ep.Params, ep.Instruction
+	j.SetupS = ep.ResetS
 	if len(j.t.Solution) == 0 {
 		j.Problems = append(j.Problems, "the task has no solution to run")
 	}
