@@ -38,7 +38,7 @@ type Values map[string]any
 const (
 	maxParams        = 64
 	maxChoices       = 10000
-	maxTemplateSteps = 100000  // Starlark steps per template
+	maxTemplateSteps = 1000000 // Starlark steps for all the templates of a task
 	maxRepeat        = 1 << 20 // elements of a string or list made by * (and range)
 )
 
@@ -327,7 +327,7 @@ func (d *decoder) render(root *jnode, vals Values) ([]byte, []span) {
 			collectStrings(k.val, k.name, k.name == "solution", "", &nodes)
 		}
 	}
-	env := starlarkEnv(vals)
+	env, th := starlarkEnv(vals), templateThread()
 	var (
 		out   bytes.Buffer
 		spans []span
@@ -338,7 +338,7 @@ func (d *decoder) render(root *jnode, vals Values) ([]byte, []span) {
 		if !strings.Contains(n.str, "{{") {
 			continue
 		}
-		text, num, err := renderString(n.str, env, rn.keepString)
+		text, num, err := renderString(n.str, env, th, rn.keepString)
 		if err != nil {
 			d.fail(n, rn.path, "%s", err)
 			continue
@@ -414,7 +414,7 @@ func splitTemplates(s string) ([]template, error) {
 // renderString renders the templates in s. When s is exactly one template
 // whose value is a number or boolean and keepString is false, num is its
 // JSON text: that is how a number field takes a parameter.
-func renderString(s string, env starlark.StringDict, keepString bool) (text, num string, err error) {
+func renderString(s string, env starlark.StringDict, th *starlark.Thread, keepString bool) (text, num string, err error) {
 	tpls, err := splitTemplates(s)
 	if err != nil {
 		return "", "", err
@@ -422,7 +422,7 @@ func renderString(s string, env starlark.StringDict, keepString bool) (text, num
 	var b strings.Builder
 	last := 0
 	for _, tp := range tpls {
-		v, err := evalTemplate(tp.expr, env)
+		v, err := evalTemplate(tp.expr, env, th)
 		if err != nil {
 			return "", "", fmt.Errorf("template {{ %s }}: %w", tp.expr, err)
 		}
@@ -455,6 +455,21 @@ func renderString(s string, env starlark.StringDict, keepString bool) (text, num
 	return b.String(), "", nil
 }
 
+// templateThread runs the templates of one rendering. Its step count adds
+// up over them, so the limit bounds the whole task file (a file of many
+// templates cannot take longer than one).
+func templateThread() *starlark.Thread {
+	th := &starlark.Thread{
+		Name:  "template",
+		Print: func(*starlark.Thread, string) {},
+		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {
+			return nil, fmt.Errorf("load is not allowed in templates")
+		},
+	}
+	th.SetMaxExecutionSteps(maxTemplateSteps)
+	return th
+}
+
 func starlarkEnv(vals Values) starlark.StringDict {
 	env := starlark.StringDict{
 		"range":   starlark.NewBuiltin("range", boundedRange),
@@ -480,20 +495,12 @@ var templateOptions = &syntax.FileOptions{}
 // built-ins and the parameters, no load, print discarded, a bounded number
 // of steps, and * and range bounded in size (Starlark allows a billion
 // elements, which would take gigabytes before any step limit applies).
-func evalTemplate(src string, env starlark.StringDict) (starlark.Value, error) {
+func evalTemplate(src string, env starlark.StringDict, th *starlark.Thread) (starlark.Value, error) {
 	expr, err := templateOptions.ParseExpr("template", src, 0)
 	if err != nil {
 		return nil, fmt.Errorf("does not compile: %w", err)
 	}
 	expr = guardRepeats(expr)
-	th := &starlark.Thread{
-		Name:  "template",
-		Print: func(*starlark.Thread, string) {},
-		Load: func(*starlark.Thread, string) (starlark.StringDict, error) {
-			return nil, fmt.Errorf("load is not allowed in templates")
-		},
-	}
-	th.SetMaxExecutionSteps(maxTemplateSteps)
 	v, err := starlark.EvalExprOptions(templateOptions, th, expr, env)
 	if err != nil {
 		if ee, ok := err.(*starlark.EvalError); ok {

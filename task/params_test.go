@@ -195,7 +195,7 @@ func TestParamsErrors(t *testing.T) {
 		{"huge repeat", base(`{"a": {"min": 1, "max": 5}}`, "{{[1] * 1000000000}}"), `repetition would make more than 1048576 elements`},
 		{"huge string", base(`{"a": {"choices": ["abc"]}}`, "{{len(a * 900000000)}}"), `repetition would make more than 1048576 elements`},
 		{"huge range", base(`{"a": {"min": 1, "max": 5}}`, "{{len(list(range(1000000000)))}}"), `range of more than 1048576 elements`},
-		{"long loop", base(`{"a": {"min": 1, "max": 5}}`, "{{[x for x in range(1000000) for y in range(1000)]}}"), `too many steps`},
+		{"long loop", base(`{"a": {"min": 1, "max": 5}}`, "{{[x for x in range(1000000) for y in range(1000000)]}}"), `too many steps`},
 		{"load", base(`{"a": {"min": 1, "max": 5}}`, "{{load('x')}}"), `does not compile`},
 		{"rendered regexp", `{"id":"x","params":{"a":{"choices":["("]}},"instruction":"i","evaluator":{"type":"file_matches","path":"~/a","matches":"{{a}}"}}`, `x.json:1:120: evaluator.matches: invalid regular expression`},
 		{"rendered number in int field", `{"id":"x","params":{"a":{"choices":["z"]}},"instruction":"i","max_steps":"{{a}}","evaluator":{"type":"file_exists","path":"~/a"}}`, `x.json:1:74: max_steps: must be a whole number, got a string`},
@@ -276,5 +276,17 @@ func TestParamsRoundTrip(t *testing.T) {
 	}
 	if b, _ := json.Marshal(tk); !strings.Contains(string(b), "{{n * 3}}") {
 		t.Errorf("a task with templates marshals without them: %s", b)
+	}
+}
+
+func TestParamsStepBudgetIsPerTask(t *testing.T) {
+	// Each template alone is cheap; together they pass the task's budget.
+	var parts []string
+	for range 40 {
+		parts = append(parts, `{{len([x for x in range(100000)])}}`)
+	}
+	src := `{"id":"x","params":{"a":{"choices":[1]}},"instruction":"` + strings.Join(parts, " ") + `","evaluator":{"type":"file_exists","path":"~/a"}}`
+	if _, err := Parse([]byte(src), "x.json"); err == nil || !strings.Contains(err.Error(), "too many steps") {
+		t.Errorf("40 templates of 100000 steps each: %v", err)
 	}
 }
