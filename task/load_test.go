@@ -9,19 +9,22 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestLoadExamples(t *testing.T) {
-	tasks, err := Load("../tasks")
+	all, err := Load("../tasks")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tasks) < 4 || len(tasks) > 6 {
-		t.Fatalf("the example set has %d tasks, want 4 to 6", len(tasks))
-	}
-	for _, tk := range tasks {
+	// The suite: a hundred tasks or more over at least eight applications,
+	// each tagged with its applications and a difficulty, bounded in steps
+	// and time, with a solution and a setup.
+	apps := []string{"terminal", "editor", "files", "calculator", "pdf", "browser", "calc", "writer"}
+	seen := map[string]int{}
+	for _, tk := range all {
 		if len(tk.Solution) == 0 {
 			t.Errorf("%s: no solution", tk.Path)
 		}
@@ -31,8 +34,37 @@ func TestLoadExamples(t *testing.T) {
 		if !strings.HasSuffix(tk.Path, tk.ID+".json") {
 			t.Errorf("%s: id %q does not match the file name", tk.Path, tk.ID)
 		}
-		// Every solution action must be one the computer tool knows and that a
-		// keyboard-only agent can do: the control tests replay them.
+		if tk.MaxSteps == 0 || tk.Timeout == 0 {
+			t.Errorf("%s: no max_steps or timeout", tk.Path)
+		}
+		var app, level bool
+		for _, tag := range tk.Tags {
+			if slices.Contains(apps, tag) {
+				app = true
+				seen[tag]++
+			}
+			level = level || tag == "easy" || tag == "medium" || tag == "hard"
+		}
+		if !app || !level {
+			t.Errorf("%s: tags %v: want an application (%s) and a difficulty (easy, medium, hard)", tk.Path, tk.Tags, strings.Join(apps, ", "))
+		}
+	}
+	if len(all) < 100 {
+		t.Errorf("the suite has %d tasks, want at least 100", len(all))
+	}
+	for _, a := range apps {
+		if seen[a] == 0 {
+			t.Errorf("no task for the application %q", a)
+		}
+	}
+
+	// The six examples at the top are the ones the control tests replay
+	// with a keyboard-only agent.
+	ex := exampleTasks(t)
+	if len(ex) < 4 || len(ex) > 6 {
+		t.Fatalf("the example set has %d tasks, want 4 to 6", len(ex))
+	}
+	for _, tk := range ex {
 		for i, raw := range tk.Solution {
 			var a struct {
 				Action string `json:"action"`
@@ -47,6 +79,23 @@ func TestLoadExamples(t *testing.T) {
 			}
 		}
 	}
+}
+
+// exampleTasks are the example tasks: the files at the top of tasks/, not
+// the suite in its subdirectories.
+func exampleTasks(t *testing.T) []*Task {
+	t.Helper()
+	all, err := Load("../tasks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex []*Task
+	for _, tk := range all {
+		if filepath.Dir(tk.Path) == filepath.Join("..", "tasks") {
+			ex = append(ex, tk)
+		}
+	}
+	return ex
 }
 
 // TestRoundTrip checks that json.Marshal of a Task gives a file Parse reads
