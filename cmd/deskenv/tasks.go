@@ -229,11 +229,7 @@ func (c *tasksCheck) run(ctx context.Context, stdout, stderr io.Writer) error {
 			d.Close()
 		}
 	}()
-	queue := make(chan *checkJob, len(jobs))
-	for _, j := range jobs {
-		queue <- j
-	}
-	close(queue)
+	lanes, shared := schedule(jobs, len(desks))
 	var (
 		mu   sync.Mutex
 		done int
@@ -243,7 +239,7 @@ func (c *tasksCheck) run(ctx context.Context, stdout, stderr io.Writer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range queue {
+			for j := range next(lanes[i], shared) {
 				if ctx.Err() != nil {
 					j.Problems = append(j.Problems, "interrupted")
 					continue
@@ -282,6 +278,70 @@ func (c *tasksCheck) run(ctx context.Context, stdout, stderr io.Writer) error {
 		return fmt.Errorf("tasks check: %w", ctx.Err())
 	}
 	return nil
+}
+
+// schedule spreads the jobs over n desktops. The desktops share the
+// machine's loopback, so two tasks that serve on the same port must not
+// run at once: every job of a task with a serve step goes to the lane of
+// its port's desktop, run in order there; the other jobs are shared, taken
+// by whichever desktop is free.
+func schedule(jobs []*checkJob, n int) (lanes [][]*checkJob, shared chan *checkJob) {
+	lanes = make([][]*checkJob, n)
+	shared = make(chan *checkJob, len(jobs))
+	ports := map[int]int{} // port -> lane
+	for _, j := range jobs {
+		lane := -1
+		for _, st := range j.t.Setup {
+			if st.Type != "serve" || st.Port == 0 {
+				continue
+			}
+			if l, ok := ports[st.Port]; ok {
+				lane = l
+				break
+			}
+		}
+		if lane < 0 {
+			for _, st := range j.t.Setup {
+				if st.Type == "serve" && st.Port != 0 {
+					// A new port: the lane with the fewest jobs so far.
+					lane = 0
+					for i := range lanes {
+						if len(lanes[i]) < len(lanes[lane]) {
+							lane = i
+						}
+					}
+					break
+				}
+			}
+		}
+		if lane < 0 {
+			shared <- j
+			continue
+		}
+		for _, st := range j.t.Setup {
+			if st.Type == "serve" && st.Port != 0 {
+				ports[st.Port] = lane
+			}
+		}
+		lanes[lane] = append(lanes[lane], j)
+	}
+	close(shared)
+	return lanes, shared
+}
+
+// next yields a desktop's own lane, then shared jobs until none is left.
+func next(lane []*checkJob, shared <-chan *checkJob) <-chan *checkJob {
+	out := make(chan *checkJob)
+	go func() {
+		defer close(out)
+		for _, j := range lane {
+			out <- j
+		}
+		for j := range shared {
+			out <- j
+		}
+	}()
+	return out
 }
 
 // startDesktops starts n private desktops in parallel: each with a home

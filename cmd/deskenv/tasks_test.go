@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/deskenv/deskenv/internal/testrig"
+	"github.com/deskenv/deskenv/task"
 )
 
 // TestTasksCheck proves testdata/taskscheck on a real desktop (Xvfb, the
@@ -74,5 +76,48 @@ func TestTasksCheckUsage(t *testing.T) {
 		if code := run(c.args, nil, &out, &out); code != 2 || !strings.Contains(out.String(), c.want) {
 			t.Errorf("%v: exit %d, want 2 and %q:\n%s", c.args, code, c.want, &out)
 		}
+	}
+}
+
+// TestSchedule keeps tasks that serve on the same port on one desktop (the
+// desktops share the loopback), and shares the others.
+func TestSchedule(t *testing.T) {
+	mk := func(id string, port int) *task.Task {
+		setup := ""
+		if port != 0 {
+			setup = fmt.Sprintf(`"setup":[{"type":"serve","dir":"~/site","port":%d}],`, port)
+		}
+		tk, err := task.Parse([]byte(`{"id":"`+id+`","instruction":"x",`+setup+`"evaluator":{"type":"file_exists","path":"~/a"}}`), id+".json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk
+	}
+	tasks := []*task.Task{mk("a", 8123), mk("b", 8123), mk("c", 8312), mk("d", 0), mk("e", 8123)}
+	var jobs []*checkJob
+	for _, tk := range tasks {
+		for s := range 3 {
+			jobs = append(jobs, &checkJob{Task: tk.ID, Seed: int64(s + 1), t: tk})
+		}
+	}
+	lanes, shared := schedule(jobs, 2)
+	laneOf := map[string]int{}
+	for i, l := range lanes {
+		for _, j := range l {
+			if prev, ok := laneOf[j.Task]; ok && prev != i {
+				t.Errorf("%s runs on desktops %d and %d", j.Task, prev, i)
+			}
+			laneOf[j.Task] = i
+		}
+	}
+	if laneOf["a"] != laneOf["b"] || laneOf["a"] != laneOf["e"] || laneOf["a"] == laneOf["c"] {
+		t.Errorf("lanes %v: a, b and e share port 8123 and must share a desktop; c has its own port", laneOf)
+	}
+	var rest []string
+	for j := range shared {
+		rest = append(rest, j.Task)
+	}
+	if len(rest) != 3 || rest[0] != "d" {
+		t.Errorf("shared jobs %v, want d's three", rest)
 	}
 }
