@@ -288,6 +288,7 @@ func (a *Desktop) startRecorder(context.Context) (err error) {
 	a.rec, err = record.New(episodes, a.exec, a.shooter, a.capt, record.Options{
 		Logger:    a.log,
 		Lifecycle: a.lc,
+		Session:   sessionName(a.display.Config().Session),
 	})
 	if err != nil {
 		return fmt.Errorf("--episodes: %w", err)
@@ -438,4 +439,12 @@ func readSecret(file string) (string, error) {
 		return "", fmt.Errorf("%s is empty: put the TURN server's shared secret in it", file)
 	}
 	return secret, nil
+}
+
+// sessionName is the session a recording names: display's "" is bare.
+func sessionName(s string) string {
+	if s == "" {
+		return display.SessionBare
+	}
+	return s
 }

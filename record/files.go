@@ -57,7 +57,11 @@ type Meta struct {
 	Model      Size   `json:"model"`
 	// Pointer says the observations show the mouse pointer (deskenv's
 	// --screenshot-pointer), so a replay draws it too, or not.
-	Pointer bool  `json:"pointer,omitempty"`
+	Pointer bool `json:"pointer,omitempty"`
+	// Session is the desktop session the episode ran on ("desktop": the
+	// panel and wallpaper; "bare"), so a replay starts the same one and its
+	// screens compare. Empty in episodes from before it was recorded.
+	Session string `json:"session,omitempty"`
 	Clock   Clock `json:"clock"`
 	// Status is recording while the recorder runs, complete once stopped,
 	// interrupted when the episode was cut short under the recording,

@@ -25,6 +25,9 @@ import (
 // Options configure a Recorder. The zero value records with the defaults.
 type Options struct {
 	Logger *slog.Logger
+	// Session names the desktop session episodes run on (display's
+	// SessionDesktop or SessionBare), kept in episode.json for replays.
+	Session string
 	// Thresholds reduce a person's input (zero fields take the defaults).
 	Thresholds Thresholds
 	// Settle is how long the screen must be still before an observation is
@@ -402,7 +405,7 @@ func (ep *Episode) open(ctx context.Context, info EpisodeInfo) error {
 	ep.zero = time.Now()
 	m := Meta{
 		SchemaVersion: SchemaVersion, ID: ep.id, Source: info.Source, RecordedBy: info.RecordedBy,
-		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(),
+		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(), Session: ep.r.opt.Session,
 		Clock:  Clock{Wall: ep.zero, MonotonicNS: ts.Nano()},
 		Status: StatusRecording, StartedAt: ep.zero,
 	}

@@ -45,3 +45,40 @@ func TestReplayFollowsThePointer(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayFollowsTheSession: a replay starts the desktop session the
+// episode was recorded on (episode.json's "session"), unless --session says
+// otherwise; an episode that does not say gets the default (auto).
+func TestReplayFollowsTheSession(t *testing.T) {
+	episode := func(session string) string {
+		dir := t.TempDir()
+		meta := `{"schema_version":1,"id":"s","source":"agent","screen":{"width":640,"height":480},"model":{"width":640,"height":480},` +
+			session + `"clock":{"wall":"2026-11-26T00:00:00Z","monotonic_ns":1},"status":"complete","started_at":"2026-11-26T00:00:00Z","duration_s":1,"counts":{}}`
+		if err := os.WriteFile(filepath.Join(dir, "episode.json"), []byte(meta), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	tests := []struct {
+		name, session string
+		args          []string
+		want          string
+	}{
+		{"recorded on the bare desktop", `"session":"bare",`, nil, "bare"},
+		{"recorded on the full desktop", `"session":"desktop",`, nil, "desktop"},
+		{"not recorded", ``, nil, "auto"},
+		{"told", `"session":"desktop",`, []string{"--session", "bare"}, "bare"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := parseReplay(append(tt.args, "--home", t.TempDir(), episode(tt.session)), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.cleanup()
+			if r.cfg.Session != tt.want {
+				t.Errorf("the replay's session is %q, want %q", r.cfg.Session, tt.want)
+			}
+		})
+	}
+}

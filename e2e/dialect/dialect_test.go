@@ -81,7 +81,7 @@ func startStack(ctx context.Context, t *testing.T, tasks []*task.Task) *stack {
 	}
 	t.Cleanup(func() { ctl.Close() })
 	eps := t.TempDir()
-	rec, err := record.New(eps, ex, shooter, capt, record.Options{Lifecycle: lc, FPS: -1})
+	rec, err := record.New(eps, ex, shooter, capt, record.Options{Lifecycle: lc, FPS: -1, Session: display.SessionBare})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 	// plane on the lifecycle bus, so the page's record button records the
 	// running episode, and the episode's end stops its recording with the
 	// task's reward.
-	rec, err := record.New(episodes, st.exec, st.shooter, st.capt, record.Options{Lifecycle: st.lc})
+	rec, err := record.New(episodes, st.exec, st.shooter, st.capt, record.Options{Lifecycle: st.lc, Session: display.SessionBare})
 	if err != nil {
 		t.Fatal(err)
 	}
