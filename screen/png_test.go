@@ -66,8 +66,10 @@ func TestPNGReencodesChangedBands(t *testing.T) {
 		}
 		return buf.Bytes()
 	}
-	const w, h = 200, 150 // 5 bands, the last one short
+	const w, h = 200, 5*bandRows - 10 // 5 bands, the last one short
+	B := bandRows
 	f := frameOf(w, h, 1)
+	flip := func(f *Frame, y, x int) *Frame { f.Pix[y*f.Stride+x] ^= 0xff; return f }
 	steps := []struct {
 		name   string
 		change func(f *Frame) *Frame
@@ -75,18 +77,18 @@ func TestPNGReencodesChangedBands(t *testing.T) {
 	}{
 		{"first encode", func(f *Frame) *Frame { return f }, 5},
 		{"unchanged", func(f *Frame) *Frame { return f }, 0},
-		{"a pixel in band 2's first row", func(f *Frame) *Frame { f.Pix[64*f.Stride+40] ^= 0xff; return f }, 1},
-		{"a pixel in band 1's last row", func(f *Frame) *Frame { f.Pix[63*f.Stride+40] ^= 0xff; return f }, 2},
-		{"a pixel in the short last band", func(f *Frame) *Frame { f.Pix[149*f.Stride+4] ^= 0x0f; return f }, 1},
+		{"a pixel in band 2's first row", func(f *Frame) *Frame { return flip(f, 2*B, 40) }, 1},
+		{"a pixel in band 1's last row", func(f *Frame) *Frame { return flip(f, 2*B-1, 40) }, 2},
+		{"a pixel in the short last band", func(f *Frame) *Frame { return flip(f, h-1, 4) }, 1},
 		{"the whole screen", func(*Frame) *Frame { return frameOf(w, h, 2) }, 5},
 		{"band 0 and band 3 swapped content", func(f *Frame) *Frame {
 			g := &Frame{Pix: bytes.Clone(f.Pix), Stride: f.Stride, Width: f.Width, Height: f.Height}
-			copy(g.Pix[0:32*f.Stride], f.Pix[96*f.Stride:128*f.Stride])
-			copy(g.Pix[96*f.Stride:128*f.Stride], f.Pix[0:32*f.Stride])
+			copy(g.Pix[0:B*f.Stride], f.Pix[3*B*f.Stride:4*B*f.Stride])
+			copy(g.Pix[3*B*f.Stride:4*B*f.Stride], f.Pix[0:B*f.Stride])
 			return g
 		}, 4}, // bands 1 and 4 too: the rows above them changed
 		{"another width", func(*Frame) *Frame { return frameOf(120, h, 3) }, 5},
-		{"another height", func(*Frame) *Frame { return frameOf(120, 70, 4) }, 3},
+		{"another height", func(*Frame) *Frame { return frameOf(120, 2*B+5, 4) }, 3},
 		{"one row", func(*Frame) *Frame { return frameOf(9, 1, 5) }, 1},
 	}
 	for _, st := range steps {
