@@ -269,6 +269,15 @@ func (e *Executor) scroll(ctx context.Context, a Action, s Space, src Source) er
 	})
 }
 
+// repeatGap parts two presses of one key in a row. X applications tell an
+// autorepeat from a key's release followed by its press at the same server
+// time, and typed at full speed a doubled letter arrives just so:
+// LibreOffice dropped the second one ("Meeting 11 apples" came out "Meting
+// 1 aples"). Before pressing the key it just released, the executor makes a
+// round trip (the release has been processed) and waits this long, so the
+// press has a server time of its own.
+const repeatGap = 2 * time.Millisecond
+
 // typeText types text character by character. "\r\n" and "\r" are one
 // Return, "\t" is Tab.
 func (e *Executor) typeText(ctx context.Context, text string, src Source) error {
@@ -282,6 +291,7 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 		prevCR = r == '\r'
 		syms = append(syms, KeysymForRune(r))
 	}
+	var last xproto.Keycode // the key the last character pressed
 	for i := 0; i < len(syms); {
 		var n int
 		err := e.locked(ctx, func(x *xconn) error {
@@ -300,8 +310,19 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 						return err
 					}
 				}
+				if code, _, err := e.resolveTyped(ctx, x, sym); err == nil && code == last && e.opt.TypeDelay < repeatGap {
+					if _, _, err := e.sync(ctx, x); err != nil {
+						return err
+					}
+					if err := sleepCtx(ctx, repeatGap); err != nil {
+						return err
+					}
+				}
 				var p pressed
 				err := e.pressTyped(ctx, x, sym, src, &p)
+				if len(p.codes) > 0 {
+					last = p.codes[len(p.codes)-1]
+				}
 				e.releasePressed(x, src, &p)
 				if err != nil {
 					return fmt.Errorf("character %d (%s): %w", i+j, sym, err)

@@ -58,6 +58,7 @@ type Probe struct {
 
 	mu       sync.Mutex
 	events   []Event
+	times    []xproto.Timestamp // the server time of each event in events (0 for motion)
 	keymap   [][]xproto.Keysym // index keycode-minKeycode
 	minCode  byte
 	perCode  byte
@@ -210,9 +211,9 @@ func (p *Probe) read() {
 		}
 		switch e := ev.(type) {
 		case xproto.KeyPressEvent:
-			p.add(Event{Kind: KeyPress, Keycode: byte(e.Detail), Keysym: p.keysym(byte(e.Detail), e.State), X: int(e.RootX), Y: int(e.RootY), State: e.State})
+			p.addAt(Event{Kind: KeyPress, Keycode: byte(e.Detail), Keysym: p.keysym(byte(e.Detail), e.State), X: int(e.RootX), Y: int(e.RootY), State: e.State}, e.Time)
 		case xproto.KeyReleaseEvent:
-			p.add(Event{Kind: KeyRelease, Keycode: byte(e.Detail), Keysym: p.keysym(byte(e.Detail), e.State), X: int(e.RootX), Y: int(e.RootY), State: e.State})
+			p.addAt(Event{Kind: KeyRelease, Keycode: byte(e.Detail), Keysym: p.keysym(byte(e.Detail), e.State), X: int(e.RootX), Y: int(e.RootY), State: e.State}, e.Time)
 		case xproto.ButtonPressEvent:
 			p.add(Event{Kind: ButtonPress, Button: byte(e.Detail), X: int(e.RootX), Y: int(e.RootY), State: e.State})
 		case xproto.ButtonReleaseEvent:
@@ -239,9 +240,14 @@ func (p *Probe) read() {
 	}
 }
 
-func (p *Probe) add(e Event) {
+func (p *Probe) add(e Event) { p.addAt(e, 0) }
+
+// addAt records e with its server time (key events; applications compare
+// them to tell autorepeat from typing).
+func (p *Probe) addAt(e Event, t xproto.Timestamp) {
 	p.mu.Lock()
 	p.events = append(p.events, e)
+	p.times = append(p.times, t)
 	p.mu.Unlock()
 }
 
@@ -279,11 +285,18 @@ func (p *Probe) Events() []Event {
 
 // Take returns everything recorded so far and forgets it.
 func (p *Probe) Take() []Event {
+	ev, _ := p.TakeTimed()
+	return ev
+}
+
+// TakeTimed is Take with each event's X server time in milliseconds (key
+// events; 0 for the others).
+func (p *Probe) TakeTimed() ([]Event, []xproto.Timestamp) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ev := p.events
-	p.events = nil
-	return ev
+	ev, ts := p.events, p.times
+	p.events, p.times = nil, nil
+	return ev, ts
 }
 
 // Reset forgets the recorded events.
