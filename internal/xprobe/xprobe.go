@@ -59,7 +59,7 @@ type Probe struct {
 	mu       sync.Mutex
 	events   []Event
 	times    []xproto.Timestamp // the server time of each event in events (0 for motion)
-	keymap   [][]xproto.Keysym // index keycode-minKeycode
+	keymap   [][]xproto.Keysym  // index keycode-minKeycode
 	minCode  byte
 	perCode  byte
 	syncs    map[uint32]chan struct{}
