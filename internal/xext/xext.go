@@ -54,12 +54,22 @@ var known = []struct {
 }
 
 // registerAll runs xgb's Init of every known extension the server has, once
-// in the process, on c: a new connection nothing has used yet.
+// in the process, on c: a new connection nothing has used yet. Every other
+// new connection gets the opcodes of the known extensions set here too,
+// before anyone uses it: xgb's request functions take c.ExtLock for reading
+// twice in one call, so a later write lock on a connection in use (an Init
+// while another goroutine sends an extension's request) can wait for ever
+// behind the second read lock (TestInitManyConnections hung so).
 func registerAll(c *xgb.Conn) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, k := range known {
 		if done[k.name] {
+			if reply, err := xproto.QueryExtension(c, uint16(len(k.name)), k.name).Reply(); err == nil && reply.Present {
+				c.ExtLock.Lock()
+				c.Extensions[k.name] = reply.MajorOpcode
+				c.ExtLock.Unlock()
+			}
 			continue
 		}
 		// An extension the server lacks stays unregistered; Init tries it
@@ -75,14 +85,27 @@ func registerAll(c *xgb.Conn) {
 // the first time in the process.
 func Init(c *xgb.Conn, name string, xgbInit func(*xgb.Conn) error) error {
 	mu.Lock()
-	defer mu.Unlock()
 	if !done[name] {
+		defer mu.Unlock()
 		if err := xgbInit(c); err != nil {
 			return err
 		}
 		done[name] = true
 		return nil
 	}
+	// Set up already (by Dial, for the known extensions): no write lock.
+	c.ExtLock.RLock()
+	_, have := c.Extensions[name]
+	c.ExtLock.RUnlock()
+	if have {
+		mu.Unlock()
+		return nil
+	}
+	// Registered: the rest touches only c, so it runs without mu. Held
+	// across c's ExtLock, mu once closed a cycle under TestInitManyConnections
+	// (a hang of 14 minutes in CI: one Init waited for c.ExtLock holding mu
+	// while Dial and the other Inits waited for mu).
+	mu.Unlock()
 	reply, err := xproto.QueryExtension(c, uint16(len(name)), name).Reply()
 	if err != nil {
 		return fmt.Errorf("query X extension %s: %w", name, err)
