@@ -302,6 +302,33 @@ func TestBitrateFollowsLink(t *testing.T) {
 	}
 }
 
+// TestRateHoldsUnderRandomLoss streams over a 3 Mbit/s link that loses 3 %
+// of packets at random, not from congestion: the target climbs well above
+// the floor and the frame rate stays up, where GCC's loss controller alone
+// held it at the floor (it raises the rate only under 2 % loss).
+func TestRateHoldsUnderRandomLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: this test streams for up to 40 s over a lossy link")
+	}
+	link := newShapedLink(t, 3_000_000, 3)
+	e := newEnv(t, envOptions{width: 320, height: 240, cfg: Config{BitrateKbps: 400, MinBitrateKbps: 150, MaxBitrateKbps: 2500, settings: link.serverSettings}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	noise(ctx, t, e, 30)
+	var frames atomic.Int64
+	c := join(t, e, clientOptions{api: link.viewerAPI(t), onTrack: countFrames(&frames, nil)})
+	defer c.close()
+	if _, ok := watchTarget(e, 20*time.Second, func(Stats) bool { return frames.Load() > 10 }); !ok {
+		t.Fatalf("no video over the lossy link within 20 s")
+	}
+	t0 := time.Now()
+	st, ok := watchTarget(e, 40*time.Second, func(st Stats) bool { return st.TargetKbps >= 1200 && st.TargetFPS == 30 })
+	if !ok {
+		t.Fatalf("over a 3 Mbit/s link with 3 %% random loss the target is %d kbit/s at %d fps after 40 s: want at least 1200 at 30", st.TargetKbps, st.TargetFPS)
+	}
+	t.Logf("3 Mbit/s, 3 %% loss: target %d kbit/s at %d fps after %v", st.TargetKbps, st.TargetFPS, time.Since(t0).Round(time.Millisecond))
+}
+
 // TestKeyframesBoundedUnderLoss sends the video over a link that loses 5 %
 // of packets: NACK and RTX repair most of it, the browser asks for a
 // keyframe when they cannot, and the keyframe rate stays within the

@@ -1,6 +1,10 @@
 package stream
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/pion/interceptor/pkg/cc"
+)
 
 // TestRateLadder checks the rung an estimate gives: the bitrate between the
 // floor and the ceiling, the frame rate stepping down below the thresholds
@@ -72,5 +76,43 @@ func TestCongestionConfig(t *testing.T) {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+// fakeGCC answers what pion's GCC would: its combined target and the stats
+// it keeps.
+type fakeGCC struct {
+	cc.BandwidthEstimator // nil: only the two methods below are called
+	target                int
+	stats                 map[string]any
+}
+
+func (f fakeGCC) GetTargetBitrate() int    { return f.target }
+func (f fakeGCC) GetStats() map[string]any { return f.stats }
+
+// TestLossTolerant: random loss under the severe threshold does not hold the
+// stream below the delay controller's estimate; severe loss, or stats that
+// are not there yet, leave GCC's own target.
+func TestLossTolerant(t *testing.T) {
+	tests := []struct {
+		name   string
+		target int
+		stats  map[string]any
+		want   int
+	}{
+		{"3 % loss: the delay controller's rate", 300_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.03}, 900_000},
+		{"no loss: the same either way", 900_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.0}, 900_000},
+		{"delay lower than loss", 400_000, map[string]any{"delayTargetBitrate": 400_000, "averageLoss": 0.01}, 400_000},
+		{"severe loss: GCC's cut", 300_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.2}, 300_000},
+		{"no delay estimate yet", 1_000_000, map[string]any{"delayTargetBitrate": 0, "averageLoss": 0.0}, 1_000_000},
+		{"stats of another shape", 700_000, map[string]any{}, 700_000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := lossTolerant{fakeGCC{target: tt.target, stats: tt.stats}}.GetTargetBitrate()
+			if got != tt.want {
+				t.Errorf("target %d: want %d", got, tt.want)
+			}
+		})
 	}
 }
