@@ -117,10 +117,10 @@ func (e *estimators) newPeer(api *webrtc.API, conf webrtc.Configuration) (*webrt
 	return pc, bwe, err
 }
 
-// severeLoss is the loss share above which lossTolerant lets GCC's own loss
-// controller cut the rate: the draft's decrease threshold (10 %,
-// draft-ietf-rmcat-gcc-02 section 6), where loss is no longer what NACK and
-// RTX repair in a round trip.
+// severeLoss is the loss share above which lossTolerant cuts the rate for
+// loss: the draft's decrease threshold (10 %, draft-ietf-rmcat-gcc-02
+// section 6), where loss is no longer what NACK and RTX repair in a round
+// trip.
 const severeLoss = 0.10
 
 // lossTolerant is GCC's estimate with a different answer to random loss.
@@ -131,20 +131,26 @@ const severeLoss = 0.10
 // Mbit/s 150 ms 3 % it held the stream at about 300 kbit/s and 7 fps
 // (docs/STREAM.md, "On real networks"). Here loss the retransmissions repair
 // is not taken for congestion: the estimate is the delay controller's, which
-// sees a full link by its growing queue, unless the average loss passes
-// severeLoss, where GCC's loss-based cut applies as before. libwebrtc made
-// the same judgement in its second loss-based estimator, which tells random
-// loss from loss that grows with the rate.
+// sees a full link by its growing queue. Above severeLoss the draft's cut,
+// (1 - loss/2), applies to it, afresh at each reading: pion's loss-based
+// rate cannot be used there, since after a spell of moderate loss it sits
+// at its floor (100 kbit/s) however wide the link. The loss average is over
+// a few feedback reports, so on a thin stream one lost packet can pass 10 %
+// for a moment; the cut then stays proportionate. libwebrtc made the same
+// judgement in its second loss-based estimator, which tells random loss
+// from loss that grows with the rate.
 type lossTolerant struct{ cc.BandwidthEstimator }
 
-// GetTargetBitrate is the delay-based target unless loss is severe.
+// GetTargetBitrate is the delay-based target, cut for severe loss.
 func (l lossTolerant) GetTargetBitrate() int {
-	combined := l.BandwidthEstimator.GetTargetBitrate()
 	st := l.GetStats()
 	delay, ok1 := st["delayTargetBitrate"].(int)
 	loss, ok2 := st["averageLoss"].(float64)
-	if !ok1 || !ok2 || delay <= 0 || loss > severeLoss {
-		return combined
+	if !ok1 || !ok2 || delay <= 0 {
+		return l.BandwidthEstimator.GetTargetBitrate()
+	}
+	if loss > severeLoss {
+		return int(float64(delay) * (1 - 0.5*min(loss, 1)))
 	}
 	return delay
 }

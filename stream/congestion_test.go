@@ -103,7 +103,8 @@ func TestLossTolerant(t *testing.T) {
 		{"3 % loss: the delay controller's rate", 300_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.03}, 900_000},
 		{"no loss: the same either way", 900_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.0}, 900_000},
 		{"delay lower than loss", 400_000, map[string]any{"delayTargetBitrate": 400_000, "averageLoss": 0.01}, 400_000},
-		{"severe loss: GCC's cut", 300_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.2}, 300_000},
+		{"severe loss: the draft's cut of the delay rate", 100_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 0.2}, 810_000},
+		{"all lost", 100_000, map[string]any{"delayTargetBitrate": 900_000, "averageLoss": 1.0}, 450_000},
 		{"no delay estimate yet", 1_000_000, map[string]any{"delayTargetBitrate": 0, "averageLoss": 0.0}, 1_000_000},
 		{"stats of another shape", 700_000, map[string]any{}, 700_000},
 	}
