@@ -83,6 +83,21 @@ type Report struct {
 	WindowsAfter     []Window      `json:"windows_after,omitempty"`
 	BaselineWindows  []Window      `json:"-"`
 	SessionRestarted bool          `json:"session_restarted"`
+	// WindowManagerKept: the window manager ran on, checked, instead of
+	// being restarted; WindowManagerWhy says why it was not (empty when
+	// kept or when there is none to keep). WindowManagerReconfigure: the
+	// agent made it reread its configuration, so the reset did again
+	// after restoring home.
+	WindowManagerKept        bool   `json:"window_manager_kept"`
+	WindowManagerWhy         string `json:"window_manager_restarted_because,omitempty"`
+	WindowManagerReconfigure bool   `json:"window_manager_reconfigured,omitempty"`
+	// WindowManagerState counts the EWMH requests (number of desktops,
+	// current desktop, showing the desktop) that put a kept window
+	// manager's state back.
+	WindowManagerState int `json:"window_manager_state_restored,omitempty"`
+	// wmWindow is the window with which the kept window manager owns its
+	// selection.
+	wmWindow xproto.Window
 }
 
 // Capture records the clean state of d: it waits for the session's windows
@@ -212,9 +227,18 @@ func (b *Desktop) expectedApps() int {
 // starts the session again and waits for its windows.
 func (b *Desktop) Restore(ctx context.Context) (Report, error) {
 	rep := Report{BaselineWindows: b.windows}
+	// One X connection for the whole restore: each dial costs a connection
+	// set-up and a round trip per extension.
+	start := time.Now()
+	x, err := openX(b.d.Name())
+	if err != nil {
+		rep.Kill = time.Since(start)
+		return rep, err
+	}
+	defer x.Close()
 	steps := []struct {
 		took *time.Duration
-		run  func(context.Context, *Report) error
+		run  func(context.Context, *xsession, *Report) error
 	}{
 		{&rep.Kill, b.kill},
 		{&rep.Home, b.restoreHome},
@@ -224,9 +248,9 @@ func (b *Desktop) Restore(ctx context.Context) (Report, error) {
 		{&rep.Touchup, b.touchupHome},
 	}
 	for _, s := range steps {
-		t := time.Now()
-		err := s.run(ctx, &rep)
-		*s.took = time.Since(t)
+		err := s.run(ctx, x, &rep)
+		*s.took = time.Since(start)
+		start = time.Now()
 		if err != nil {
 			return rep, err
 		}
@@ -234,7 +258,7 @@ func (b *Desktop) Restore(ctx context.Context) (Report, error) {
 	return rep, nil
 }
 
-func (b *Desktop) restoreHome(ctx context.Context, rep *Report) error {
+func (b *Desktop) restoreHome(ctx context.Context, _ *xsession, rep *Report) error {
 	if b.home == nil {
 		return nil
 	}
@@ -247,20 +271,35 @@ func (b *Desktop) restoreHome(ctx context.Context, rep *Report) error {
 }
 
 // restoreX empties the selections and puts the root window's properties and
-// the pointer back. It runs before the session starts again, so the window
-// manager finds its baseline state (current desktop and so on) and apps the
-// baseline X resources.
-func (b *Desktop) restoreX(ctx context.Context, rep *Report) error {
-	x, err := openX(b.d.Name())
-	if err != nil {
-		return err
-	}
-	defer x.Close()
+// the pointer back. It runs before the session starts again, so a window
+// manager that starts finds its baseline state (current desktop and so on)
+// and apps the baseline X resources. A window manager that was kept is
+// asked to put its own state back (restoreWM) instead, and its live
+// properties are left to it.
+func (b *Desktop) restoreX(ctx context.Context, x *xsession, rep *Report) error {
 	if err := x.clearSelections(); err != nil {
 		return err
 	}
-	if b.rootProps != nil {
-		n, err := x.restoreRootProps(b.rootProps)
+	want := b.rootProps
+	var live map[xproto.Atom]bool
+	if rep.WindowManagerKept && want != nil {
+		n, err := b.restoreWM(ctx, x, rep.wmWindow)
+		rep.WindowManagerState = n
+		if err != nil {
+			// Restart it as before; the properties it would have set
+			// are written back below and read by the new one.
+			rep.WindowManagerKept, rep.WindowManagerReconfigure, rep.WindowManagerWhy = false, false, err.Error()
+			b.log.Info("reset: restarting the window manager", "why", err)
+			if err := b.waitGone(ctx, b.d.KillSession(false)); err != nil {
+				return err
+			}
+			x.killClients(keepClient(true, nil, b.d.PanelPIDs()))
+		} else {
+			live = x.liveAtoms()
+		}
+	}
+	if want != nil {
+		n, err := x.restoreRootProps(want, live)
 		if err != nil {
 			return fmt.Errorf("restore the root window's properties: %w", err)
 		}
@@ -270,13 +309,25 @@ func (b *Desktop) restoreX(ctx context.Context, rep *Report) error {
 	return nil
 }
 
-// restartSession starts the window manager and the session's apps again on
-// a display deskenv runs.
-func (b *Desktop) restartSession(ctx context.Context, rep *Report) error {
+// restartSession starts the window manager (unless it was kept) and the
+// session's apps again on a display deskenv runs; a kept window manager
+// the agent had reconfigure reads its configuration again first, now that
+// home is the baseline's.
+func (b *Desktop) restartSession(ctx context.Context, _ *xsession, rep *Report) error {
 	if !b.d.Owned() {
 		return nil
 	}
-	if err := b.d.RestartSession(ctx); err != nil {
+	if rep.WindowManagerReconfigure {
+		if err := b.d.ReconfigureWindowManager(ctx); err != nil {
+			rep.WindowManagerKept, rep.WindowManagerWhy = false, err.Error()
+			b.log.Info("reset: restarting the window manager", "why", err)
+			if err := b.waitGone(ctx, b.d.KillSession(false)); err != nil {
+				return err
+			}
+		}
+	}
+	// KillSession left only what is kept; StartSession starts the rest.
+	if err := b.d.StartSession(ctx); err != nil {
 		return fmt.Errorf("restart the session: %w", err)
 	}
 	rep.SessionRestarted = true
@@ -286,8 +337,8 @@ func (b *Desktop) restartSession(ctx context.Context, rep *Report) error {
 // waitWindows waits until the top-level windows are the baseline's again
 // (same WM_CLASS multiset), up to windowWait; windows that differ then are
 // logged, not an error.
-func (b *Desktop) waitWindows(ctx context.Context, rep *Report) error {
-	ws, matched, err := WaitWindows(ctx, b.d.Name(), b.windows, b.windowWait)
+func (b *Desktop) waitWindows(ctx context.Context, x *xsession, rep *Report) error {
+	ws, matched, err := x.waitWindows(ctx, b.windows, b.windowWait)
 	rep.WindowsAfter, rep.WindowsMatched = ws, matched
 	if err != nil {
 		return err
@@ -300,7 +351,7 @@ func (b *Desktop) waitWindows(ctx context.Context, rep *Report) error {
 
 // touchupHome puts back the times of files the restarted session rewrote
 // unchanged.
-func (b *Desktop) touchupHome(ctx context.Context, rep *Report) error {
+func (b *Desktop) touchupHome(ctx context.Context, _ *xsession, rep *Report) error {
 	if b.home == nil || !rep.SessionRestarted {
 		return nil
 	}

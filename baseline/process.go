@@ -16,59 +16,108 @@ import (
 
 // kill ends the session's process groups, every other process of the
 // session's user running on the display, and every X client not in this
-// process.
-func (b *Desktop) kill(ctx context.Context, rep *Report) error {
+// process. The panel and the window manager are spared while the rest
+// dies; then, with nothing of the agent's left to interfere, the window
+// manager is checked and killed too unless it can be kept (keepWM).
+func (b *Desktop) kill(ctx context.Context, x *xsession, rep *Report) error {
 	owned := b.d.Owned()
 	var mine map[int]bool
 	if !owned {
 		// On a display someone else runs, only what we started goes.
 		mine = descendants(os.Getpid())
 	}
-	killed := b.killProcesses(mine)
+	wm := 0
+	if owned {
+		wm = b.d.WindowManagerPID()
+	}
+	killed := b.killProcesses(mine, wm)
 	rep.KilledProcesses = len(killed)
 
-	x, err := openX(b.d.Name())
-	if err != nil {
-		return err
-	}
-	defer x.Close()
-	keep := keepClient(owned, mine, b.d.PanelPIDs())
-	n, err := x.killClients(keep)
+	spare := append(b.d.PanelPIDs(), wm)
+	n, err := x.killClients(keepClient(owned, mine, spare))
 	if err != nil {
 		b.log.Warn("cannot list X clients; windows of processes not found by their environment may survive the reset", "err", err)
 	}
 	rep.KilledClients += n
-
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	if err := waitGone(wctx, killed); err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return ctx.Err()
-		}
-		b.log.Warn("reset: processes survive SIGKILL", "err", err)
+	if err := b.waitGone(ctx, killed); err != nil {
+		return err
 	}
-	// Anything that connected while the others were dying.
-	if n, err := x.killClients(keep); err == nil {
+	if owned {
+		if gone := b.keepWM(x, rep); len(gone) > 0 {
+			rep.KilledProcesses += len(gone)
+			if err := b.waitGone(ctx, gone); err != nil {
+				return err
+			}
+		}
+	}
+	if !rep.WindowManagerKept {
+		spare = b.d.PanelPIDs()
+	}
+	// Anything that connected while the others were dying, and the window
+	// manager's connection when it was not kept.
+	if n, err := x.killClients(keepClient(owned, mine, spare)); err == nil {
 		rep.KilledClients += n
 	}
 	return nil
 }
 
+// waitGone waits up to 3 s for the killed processes to be gone; ones that
+// survive SIGKILL (in uninterruptible sleep) are logged, not an error.
+func (b *Desktop) waitGone(ctx context.Context, pids []int) error {
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := waitGone(wctx, pids); err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return ctx.Err()
+		}
+		b.log.Warn("reset: processes survive SIGKILL", "err", err)
+	}
+	return nil
+}
+
+// keepWM decides, once everything else of the session is gone, whether the
+// window manager stays (display.CheckWindowManager, and no grab of its
+// own: an open menu, a move or a window switch in progress would hold the
+// next episode's input); if not, it kills it and returns its process ids.
+func (b *Desktop) keepWM(x *xsession, rep *Report) []int {
+	chk := b.d.CheckWindowManager()
+	if chk.Keep {
+		if what := x.grabbed(); what != "" {
+			chk.Keep, chk.Why = false, "it holds the "+what+" (a menu, a move or a window switch left open)"
+		}
+	}
+	rep.WindowManagerKept, rep.WindowManagerReconfigure, rep.wmWindow = chk.Keep, chk.Keep && chk.Reconfigure, chk.Window
+	if chk.Keep {
+		rep.WindowManagerWhy = ""
+		return nil
+	}
+	rep.WindowManagerWhy = chk.Why
+	if chk.PID != 0 {
+		b.log.Info("reset: restarting the window manager", "pid", chk.PID, "why", chk.Why)
+	}
+	return b.d.KillSession(false)
+}
+
 // killProcesses sends SIGKILL to the session's processes (only those in
-// mine, if not nil) and returns their ids.
-func (b *Desktop) killProcesses(mine map[int]bool) []int {
+// mine, if not nil) but the panel and wm (0: none), and returns their ids.
+func (b *Desktop) killProcesses(mine map[int]bool, wm int) []int {
 	var killed []int
 	if b.d.Owned() {
 		// Through the display, so its supervision knows these deaths are
 		// the reset's and does not restart them.
-		killed = append(killed, b.d.KillSession()...)
+		killed = append(killed, b.d.KillSession(wm != 0)...)
 	}
 	sessionUID := -1
 	if c := b.d.Credential(); c != nil {
 		sessionUID = int(c.Uid)
 	}
-	for _, pid := range desktopProcesses(b.d.Name(), sessionUID, b.serverProcesses()) {
-		if mine != nil && !mine[pid] {
+	skip := b.serverProcesses()
+	if wm != 0 {
+		skip[wm] = true
+	}
+	sp := b.d.ServerPID()
+	for _, pid := range desktopProcesses(b.d.Name(), sessionUID, skip) {
+		if (mine != nil && !mine[pid]) || underServer(pid, sp) {
 			continue
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
@@ -78,10 +127,10 @@ func (b *Desktop) killProcesses(mine map[int]bool) []int {
 	return killed
 }
 
-// serverProcesses are the X server and the xkbcomp it runs now and then,
-// and the desktop's panel (display.Config.Panel): never the session's to
-// kill. What the panel's launchers started is: only the panel's own process
-// is spared.
+// serverProcesses are the X server and the desktop's panel
+// (display.Config.Panel): never the session's to kill. What the panel's
+// launchers started is: only the panel's own process is spared. The
+// xkbcomp the server runs now and then is spared by underServer.
 func (b *Desktop) serverProcesses() map[int]bool {
 	skip := map[int]bool{}
 	for _, p := range b.d.PanelPIDs() {
@@ -89,20 +138,34 @@ func (b *Desktop) serverProcesses() map[int]bool {
 	}
 	if sp := b.d.ServerPID(); sp > 0 {
 		skip[sp] = true
-		for p := range descendants(sp) {
-			skip[p] = true
-		}
 	}
 	return skip
 }
 
+// underServer reports whether pid runs below the X server sp (0: none) in
+// the process tree. Walking up from the few processes found on the display
+// costs a reset a handful of reads, where listing the server's descendants
+// read every process's stat.
+func underServer(pid, sp int) bool {
+	if sp <= 0 {
+		return false
+	}
+	for p, n := parentOf(pid), 0; p > 1 && n < 64; p, n = parentOf(p), n+1 {
+		if p == sp {
+			return true
+		}
+	}
+	return false
+}
+
 // keepClient says which X clients survive a reset, by process id: this
-// process and the panel's always; on a display someone else runs, also
-// every client that is not ours (mine), and those whose process is unknown.
-func keepClient(owned bool, mine map[int]bool, panel []int) func(pid int) bool {
+// process and spare's (the panel's, the window manager's while it is
+// kept) always; on a display someone else runs, also every client that is
+// not ours (mine), and those whose process is unknown.
+func keepClient(owned bool, mine map[int]bool, spare []int) func(pid int) bool {
 	self := os.Getpid()
 	return func(pid int) bool {
-		if pid == self || (pid > 0 && slices.Contains(panel, pid)) {
+		if pid == self || (pid > 0 && slices.Contains(spare, pid)) {
 			return true
 		}
 		if owned {

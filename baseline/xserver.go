@@ -204,21 +204,22 @@ func (s *xsession) rootProps() (map[xproto.Atom]rootProp, error) {
 }
 
 // restoreRootProps makes the root window's properties those of want:
-// properties want lacks are deleted, changed ones written back.
-func (s *xsession) restoreRootProps(want map[xproto.Atom]rootProp) (int, error) {
+// properties want lacks are deleted, changed ones written back; those in
+// skip are left alone.
+func (s *xsession) restoreRootProps(want map[xproto.Atom]rootProp, skip map[xproto.Atom]bool) (int, error) {
 	have, err := s.rootProps()
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for a := range have {
-		if _, ok := want[a]; !ok {
+		if _, ok := want[a]; !ok && !skip[a] {
 			xproto.DeleteProperty(s.conn, s.root, a)
 			n++
 		}
 	}
 	for a, w := range want {
-		if s.putRootProp(a, have[a], w) {
+		if !skip[a] && s.putRootProp(a, have[a], w) {
 			n++
 		}
 	}
@@ -331,6 +332,13 @@ func WaitWindows(ctx context.Context, name string, want []Window, limit time.Dur
 		return nil, false, err
 	}
 	defer x.Close()
+	return x.waitWindows(ctx, want, limit)
+}
+
+// waitWindows is WaitWindows on s's connection.
+func (s *xsession) waitWindows(ctx context.Context, want []Window, limit time.Duration) ([]Window, bool, error) {
+	x := s
+	changed := x.rootChanges()
 	key := ClassKey(want)
 	deadline := time.Now().Add(limit)
 	for {
@@ -344,8 +352,40 @@ func WaitWindows(ctx context.Context, name string, want []Window, limit time.Dur
 		if time.Now().After(deadline) {
 			return ws, false, nil
 		}
-		if err := sleep(ctx, 5*time.Millisecond); err != nil {
-			return ws, false, err
+		// The next change under the root window (a frame or a window
+		// mapped, the window manager's client list updated) rather than a
+		// polling interval; the timeout covers what no such event shows.
+		select {
+		case <-ctx.Done():
+			return ws, false, ctx.Err()
+		case <-changed:
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// rootChanges selects the changes of the root window's children and
+// properties on s's connection and returns a channel that receives
+// (without blocking the reader) once after each batch of them; it stops
+// when the connection closes.
+func (s *xsession) rootChanges() <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	err := xproto.ChangeWindowAttributesChecked(s.conn, s.root, xproto.CwEventMask,
+		[]uint32{xproto.EventMaskSubstructureNotify | xproto.EventMaskPropertyChange}).Check()
+	if err != nil {
+		return ch // the timeout alone, as polling did
+	}
+	go func() {
+		for {
+			ev, err := s.conn.WaitForEvent()
+			if ev == nil && err == nil {
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch
 }

@@ -149,6 +149,9 @@ type Display struct {
 	num  int
 	// sup logs the deaths of the server and the session (supervise.go).
 	sup supervision
+	// wmPinned: the window manager reads deskenv's configuration only
+	// (wm.go), so a reset may keep it.
+	wmPinned bool
 
 	stop     chan struct{}
 	watchers sync.WaitGroup
@@ -202,6 +205,13 @@ func Start(ctx context.Context, cfg Config) (*Display, error) {
 		if d.cfg.Panel, err = writePanel(auth.dir); err != nil {
 			auth.close(d.num)
 			return nil, err
+		}
+	}
+	if len(d.cfg.WindowManager) == 1 && d.cfg.WindowManager[0] == "openbox" {
+		if argv, err := pinWindowManager(auth.dir); err != nil {
+			d.log.Warn("cannot pin the window manager's configuration; every reset restarts it", "err", err)
+		} else {
+			d.cfg.WindowManager, d.wmPinned = argv, true
 		}
 	}
 	if err := d.startServer(ctx); err != nil {
@@ -625,7 +635,8 @@ func (d *Display) StartSession(ctx context.Context) error {
 			go d.supervise(c)
 		}
 	}()
-	if len(d.cfg.WindowManager) > 0 {
+	// A window manager a reset kept (KillSession) runs on.
+	if len(d.cfg.WindowManager) > 0 && !d.running(RoleWindowManager) {
 		cmd, err := d.spawnSupervised(newSlot(RoleWindowManager, d.cfg.WindowManager))
 		if err != nil {
 			return fmt.Errorf("start window manager: %w", err)
@@ -635,16 +646,11 @@ func (d *Display) StartSession(ctx context.Context) error {
 		// come up undecorated and unmanaged; wait until it has.
 		if err := d.waitWindowManager(ctx, 5*time.Second); err != nil {
 			d.log.Warn("window manager did not come up in time", "err", err)
+		} else {
+			d.vouchWindowManager(ctx, cmd)
 		}
 	}
-	if d.cfg.Session == SessionDesktop {
-		if conn := d.Conn(); conn != nil {
-			if err := paintWallpaper(conn, d.Screen()); err != nil {
-				d.log.Warn("cannot paint the wallpaper; the background stays as the server has it", "err", err)
-			}
-		}
-	}
-	if len(d.cfg.Panel) > 0 && !d.panelRunning() {
+	if len(d.cfg.Panel) > 0 && !d.running(RolePanel) {
 		cmd, err := d.spawnSupervised(newSlot(RolePanel, d.cfg.Panel))
 		if err != nil {
 			d.mu.Lock()
@@ -670,6 +676,16 @@ func (d *Display) StartSession(ctx context.Context) error {
 	d.mu.Lock()
 	d.session = append(d.session, cmds...)
 	d.mu.Unlock()
+	// After the apps are on their way: they take tens of milliseconds to
+	// map a window, the wallpaper a few to paint, and the root is bare
+	// until then either way.
+	if d.cfg.Session == SessionDesktop {
+		if conn := d.Conn(); conn != nil {
+			if err := paintWallpaper(conn, d.Screen()); err != nil {
+				d.log.Warn("cannot paint the wallpaper; the background stays as the server has it", "err", err)
+			}
+		}
+	}
 	return nil
 }
 
@@ -681,17 +697,39 @@ func (d *Display) RestartSession(ctx context.Context) error {
 	return d.StartSession(ctx)
 }
 
-// panelRunning reports whether the session's panel runs (or waits for its
-// restart: it is still in d.session).
-func (d *Display) panelRunning() bool {
+// running reports whether the session's process of role (the panel, the
+// window manager) runs, or waits for its restart: it is still in
+// d.session.
+func (d *Display) running(role string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.session {
-		if c.role() == RolePanel {
+		if c.role() == role {
 			return true
 		}
 	}
 	return false
+}
+
+// vouchWindowManager records, for the window manager c just started and
+// seen managing a window, the window it owns the window manager selection
+// with and starts watching it (wm.go): what lets a reset keep it. Without
+// a pinned configuration there is nothing to vouch for.
+func (d *Display) vouchWindowManager(ctx context.Context, c *child) {
+	d.mu.Lock()
+	pinned := d.wmPinned
+	d.mu.Unlock()
+	if !pinned {
+		return
+	}
+	w, err := d.watchWindowManager(ctx, c)
+	if err != nil {
+		d.log.Warn("cannot watch the window manager; the next reset restarts it", "err", err)
+		return
+	}
+	d.mu.Lock()
+	c.owner, c.watch = w.selectionOwner, w
+	d.mu.Unlock()
 }
 
 // PanelPIDs are the process ids of the running panel (none, or one): a
@@ -720,6 +758,10 @@ type child struct {
 	started time.Time
 	diedAt  time.Time
 	lastErr string
+	// For a window manager deskenv saw come up (wm.go): the window with
+	// which it owns the window manager selection, and its watch.
+	owner xproto.Window
+	watch *wmWatch
 }
 
 func (c *child) exited() bool {
@@ -783,7 +825,7 @@ func (d *Display) spawn(argv []string) (*child, error) {
 func (d *Display) stopSession(keepPanel bool) {
 	keep := keepPanel && d.panelIntact()
 	d.mu.Lock()
-	cmds, kept := splitPanel(d.session, keep)
+	cmds, kept := splitSession(d.session, keep, false)
 	d.session = kept
 	d.mu.Unlock()
 	if !keepPanel {

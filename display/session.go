@@ -156,8 +156,8 @@ var wallTop, wallBottom = [3]uint8{0x2f, 0x4f, 0x6f}, [3]uint8{0x6d, 0x8f, 0xab}
 // session repaints it at every start, so a task that changed the
 // background (xsetroot) gets it back at the next reset.
 //
-// The pixmap is one pixel wide and tiles across the screen: a few KiB for
-// the server, whatever the screen size.
+// The pixmap is wallWidth pixels wide and tiles across the screen: some
+// 200 KiB for the server at 800 lines, whatever the screen's width.
 func paintWallpaper(conn *xgb.Conn, screen xproto.ScreenInfo) error {
 	h := screen.HeightInPixels
 	vis := visualOf(screen)
@@ -170,7 +170,7 @@ func paintWallpaper(conn *xgb.Conn, screen xproto.ScreenInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := xproto.CreatePixmapChecked(conn, screen.RootDepth, pix, xproto.Drawable(screen.Root), 1, h).Check(); err != nil {
+	if err := xproto.CreatePixmapChecked(conn, screen.RootDepth, pix, xproto.Drawable(screen.Root), wallWidth, h).Check(); err != nil {
 		return fmt.Errorf("create the wallpaper: %w", err)
 	}
 	defer xproto.FreePixmap(conn, pix)
@@ -180,20 +180,60 @@ func paintWallpaper(conn *xgb.Conn, screen xproto.ScreenInfo) error {
 	}
 	xproto.CreateGC(conn, gc, xproto.Drawable(pix), 0, nil)
 	defer xproto.FreeGC(conn, gc)
-	for y := uint16(0); y < h; y++ {
-		var c [3]uint8
-		for i := range c {
-			c[i] = uint8(int(wallTop[i]) + (int(wallBottom[i])-int(wallTop[i]))*int(y)/int(max(h-1, 1)))
-		}
-		xproto.ChangeGC(conn, gc, xproto.GcForeground, []uint32{pixelOf(vis, c)})
-		xproto.PolyFillRectangle(conn, xproto.Drawable(pix), gc, []xproto.Rectangle{{X: 0, Y: int16(y), Width: 1, Height: 1}})
+	// One PutImage of the whole tile: a reset repaints the wallpaper, and
+	// a fill request per row cost it about 10 ms.
+	img, err := gradientTile(xproto.Setup(conn), screen.RootDepth, vis, h)
+	if err != nil {
+		return err
 	}
+	xproto.PutImage(conn, xproto.ImageFormatZPixmap, xproto.Drawable(pix), gc, wallWidth, h, 0, 0, 0, screen.RootDepth, img)
 	// The root keeps the pixmap after it is freed: the background holds a
 	// reference of the server's own.
 	if err := xproto.ChangeWindowAttributesChecked(conn, screen.Root, xproto.CwBackPixmap, []uint32{uint32(pix)}).Check(); err != nil {
 		return fmt.Errorf("set the wallpaper: %w", err)
 	}
 	return xproto.ClearAreaChecked(conn, true, screen.Root, 0, 0, 0, 0).Check()
+}
+
+// wallWidth is the wallpaper tile's width. The X server fills the screen
+// with the tile row by row, a tile's width at a time: a tile one pixel wide
+// made that fill (every reset repaints the wallpaper) cost milliseconds.
+const wallWidth = 64
+
+// gradientTile is the wallpaper's tile, wallWidth wide and h high, as
+// ZPixmap image data the server takes for depth: its bits per pixel,
+// scanline padding and byte order.
+func gradientTile(setup *xproto.SetupInfo, depth byte, vis *xproto.VisualInfo, h uint16) ([]byte, error) {
+	bpp, pad := 0, 0
+	for _, f := range setup.PixmapFormats {
+		if f.Depth == depth {
+			bpp, pad = int(f.BitsPerPixel), int(f.ScanlinePad)
+		}
+	}
+	if bpp != 16 && bpp != 32 || pad%8 != 0 || pad == 0 {
+		return nil, fmt.Errorf("no pixmap format of %d bits per pixel for depth %d", bpp, depth)
+	}
+	stride := (wallWidth*bpp + pad - 1) / pad * pad / 8
+	out := make([]byte, stride*int(h))
+	for y := 0; y < int(h); y++ {
+		var c [3]uint8
+		for i := range c {
+			c[i] = uint8(int(wallTop[i]) + (int(wallBottom[i])-int(wallTop[i]))*y/max(int(h)-1, 1))
+		}
+		p := pixelOf(vis, c)
+		row := out[y*stride:]
+		for i := 0; i < bpp/8; i++ {
+			shift := 8 * i
+			if setup.ImageByteOrder == xproto.ImageOrderMSBFirst {
+				shift = bpp - 8 - 8*i
+			}
+			row[i] = byte(p >> shift)
+		}
+		for x := 1; x < wallWidth; x++ {
+			copy(row[x*bpp/8:(x+1)*bpp/8], row[:bpp/8])
+		}
+	}
+	return out, nil
 }
 
 // visualOf is the root window's visual.
@@ -290,7 +330,7 @@ func descendantGroups(pids []int) []int {
 
 // panelIntact reports whether the panel, which a reset keeps, is as the
 // session started it: running (not stopped: the agent, as the session's
-// user, may SIGSTOP it) and with a viewable window of its own (the agent
+// user, may SIGSTOP it; not traced) and with a viewable window of its own (the agent
 // may unmap it through X). A panel that is not is replaced, so no episode
 // inherits what the last one did to it. No panel: true.
 func (d *Display) panelIntact() bool {
@@ -299,40 +339,65 @@ func (d *Display) panelIntact() bool {
 		return true
 	}
 	pid := pids[0]
-	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if i := bytes.LastIndexByte(st, ')'); err != nil || i < 0 || i+2 >= len(st) || st[i+2] == 'T' || st[i+2] == 't' {
-		return false
+	if processUnfit(pid) != "" {
+		return false // gone, stopped or traced
 	}
-	c, err := d.Dial()
-	if err != nil {
+	// The shared connection: a question of a few round trips, and a
+	// connection of its own cost a reset a dial and its extension set-up.
+	c := d.Conn()
+	if c == nil {
 		return true // the X server's trouble, not the panel's
 	}
-	defer c.Close()
 	name := "_NET_WM_PID"
 	a, err := xproto.InternAtom(c, false, uint16(len(name)), name).Reply()
 	if err != nil {
 		return true
 	}
-	return hasViewableWindowOf(c, d.Root(), a.Atom, uint32(pid), 0)
+	return hasViewableWindowOf(c, d.Root(), a.Atom, uint32(pid))
 }
 
 // hasViewableWindowOf looks for a viewable window whose _NET_WM_PID is
 // pid, at the top and one level down (inside a window manager's frame).
-func hasViewableWindowOf(c *xgb.Conn, w xproto.Window, pidAtom xproto.Atom, pid uint32, depth int) bool {
-	tree, err := xproto.QueryTree(c, w).Reply()
-	if err != nil {
-		return false
-	}
-	for _, w := range tree.Children {
-		if a, err := xproto.GetWindowAttributes(c, w).Reply(); err != nil || a.MapState != xproto.MapStateViewable {
-			continue
+// Each level's questions are sent at once and answered together: asked one
+// by one, the forty-odd windows of a desktop cost a reset milliseconds.
+func hasViewableWindowOf(c *xgb.Conn, root xproto.Window, pidAtom xproto.Atom, pid uint32) bool {
+	level := []xproto.Window{root}
+	for depth := 0; depth < 2 && len(level) > 0; depth++ {
+		trees := make([]xproto.QueryTreeCookie, len(level))
+		for i, w := range level {
+			trees[i] = xproto.QueryTree(c, w)
 		}
-		if p, err := xproto.GetProperty(c, false, w, pidAtom, xproto.AtomCardinal, 0, 1).Reply(); err == nil && p.Format == 32 && len(p.Value) >= 4 && xgb.Get32(p.Value) == pid {
+		var kids []xproto.Window
+		for _, ck := range trees {
+			if t, err := ck.Reply(); err == nil {
+				kids = append(kids, t.Children...)
+			}
+		}
+		attrs := make([]xproto.GetWindowAttributesCookie, len(kids))
+		props := make([]xproto.GetPropertyCookie, len(kids))
+		for i, w := range kids {
+			attrs[i] = xproto.GetWindowAttributes(c, w)
+			props[i] = xproto.GetProperty(c, false, w, pidAtom, xproto.AtomCardinal, 0, 1)
+		}
+		var next []xproto.Window
+		found := false
+		for i, w := range kids {
+			// Every reply is read, so none is left queued on the
+			// shared connection.
+			a, err := attrs[i].Reply()
+			p, perr := props[i].Reply()
+			if err != nil || a.MapState != xproto.MapStateViewable {
+				continue
+			}
+			if perr == nil && p.Format == 32 && len(p.Value) >= 4 && xgb.Get32(p.Value) == pid {
+				found = true
+			}
+			next = append(next, w)
+		}
+		if found {
 			return true
 		}
-		if depth < 1 && hasViewableWindowOf(c, w, pidAtom, pid, depth+1) {
-			return true
-		}
+		level = next
 	}
 	return false
 }

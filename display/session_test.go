@@ -148,7 +148,7 @@ func TestDesktopSession(t *testing.T) {
 	if err := d.RestartSession(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	killed := d.KillSession()
+	killed := d.KillSession(false)
 	for _, k := range killed {
 		if k == pid {
 			t.Fatalf("KillSession killed the panel (pid %d)", pid)

@@ -365,16 +365,18 @@ func (d *Display) noteServerRestart(e *Exit, err error) {
 	}
 }
 
-// KillSession kills the window manager and the session apps at once
-// (SIGKILL to each process group) and forgets them, so none is restarted;
-// it returns their process ids. A reset uses it before it kills whatever
-// else runs on the desktop, then starts the session again.
+// KillSession kills the session apps at once (SIGKILL to each process
+// group) and forgets them, so none is restarted; it returns their process
+// ids. A reset uses it before it kills whatever else runs on the desktop,
+// then starts the session again.
 //
-// The panel is not the session's to kill: it stays, and stays supervised.
-func (d *Display) KillSession() []int {
-	keep := d.panelIntact()
+// The panel is not the session's to kill: it stays, and stays supervised,
+// while it is intact. The window manager stays too when keepWM (the reset
+// checked it with CheckWindowManager) and it still is the one checked.
+func (d *Display) KillSession(keepWM bool) []int {
+	keepPanel := d.panelIntact()
 	d.mu.Lock()
-	cmds, kept := splitPanel(d.session, keep)
+	cmds, kept := splitSession(d.session, keepPanel, keepWM)
 	d.session = kept
 	d.mu.Unlock()
 	pids := make([]int, 0, len(cmds))
@@ -385,13 +387,16 @@ func (d *Display) KillSession() []int {
 	return pids
 }
 
-// splitPanel splits the session's processes into those to stop and those
-// kept: the panel, when keepPanel.
-func splitPanel(session []*child, keepPanel bool) (stop, kept []*child) {
+// splitSession splits the session's processes into those to stop and
+// those kept: the panel when keepPanel, the window manager when keepWM
+// and deskenv vouched for it (it saw it start and watches it).
+func splitSession(session []*child, keepPanel, keepWM bool) (stop, kept []*child) {
 	for _, c := range session {
-		if keepPanel && c.role() == RolePanel {
+		switch {
+		case keepPanel && c.role() == RolePanel,
+			keepWM && c.role() == RoleWindowManager && c.watch != nil && !c.exited():
 			kept = append(kept, c)
-		} else {
+		default:
 			stop = append(stop, c)
 		}
 	}

@@ -94,7 +94,7 @@ func TestSupervisionLeavesStoppedProcessesAlone(t *testing.T) {
 	if err := d.RestartSession(ctx); err != nil {
 		t.Fatal(err)
 	}
-	killed := d.KillSession()
+	killed := d.KillSession(false)
 	if len(killed) != 2 {
 		t.Errorf("KillSession killed %v, want the window manager and the xterm", killed)
 	}
