@@ -19,6 +19,7 @@ import (
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/screen"
+	"github.com/deskenv/deskenv/task"
 )
 
 // reportQuantiles adds p50, p95 and max of ds (milliseconds) to b's output.
@@ -46,25 +47,20 @@ func BenchmarkReset(b *testing.B) {
 	settle := screen.SettleOptions{Quiet: 80 * time.Millisecond, Max: 2 * time.Second}
 
 	b.Run("reset", func(b *testing.B) {
-		r := newRig(b, rigOptions{mode: ModeSim})
-		ctx := context.Background()
-		var ds []time.Duration
-		for i := 0; i < b.N; i++ {
-			// An episode's worth of mess, not timed: a stray window, files
-			// written and deleted, a held key.
-			b.StopTimer()
-			testrig.SpawnDetached(b, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
-			testrig.WriteFile(b, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
-			r.exec.KeyDown(ctx, hci.Keysym(0xffe3), hci.SourceAgent) // Control_L
-			testrig.WaitFor(b, "the stray window", func() bool { return strings.Contains(r.windowClasses(b), "Stray") })
-			b.StartTimer()
-			start := time.Now()
-			if _, err := r.c.Reset(ctx, ResetRequest{}); err != nil {
-				b.Fatal(err)
-			}
-			ds = append(ds, time.Since(start))
-		}
-		reportQuantiles(b, ds)
+		benchResets(b, rigOptions{mode: ModeSim}, "")
+	})
+
+	// The default desktop: openbox, the tint2 panel, an xterm.
+	b.Run("desktop", func(b *testing.B) {
+		testrig.NeedTools(b, "tint2")
+		benchResets(b, rigOptions{mode: ModeSim, session: display.SessionDesktop}, "")
+	})
+
+	// Into a task whose setup opens Chromium on a local page, on the
+	// default desktop: the reset kills the last episode's Chromium too.
+	b.Run("chromium-task", func(b *testing.B) {
+		testrig.NeedTools(b, "tint2", "chromium")
+		benchResets(b, rigOptions{mode: ModeSim, session: display.SessionDesktop, tasks: browserAbout(b)}, "browser-about")
 	})
 
 	b.Run("process-restart", func(b *testing.B) {
@@ -129,6 +125,75 @@ func BenchmarkReset(b *testing.B) {
 		}
 		reportQuantiles(b, ds)
 	})
+}
+
+// benchResets resets a rig made with o b.N times into task (empty: none)
+// after an episode's worth of mess, and reports the quantiles of the whole
+// reset and the p50 of each of its steps (where the milliseconds go).
+func benchResets(b *testing.B, o rigOptions, task string) {
+	r := newRig(b, o)
+	ctx := context.Background()
+	var ds []time.Duration
+	var reps []ResetReport
+	for i := 0; i < b.N; i++ {
+		// An episode's worth of mess, not timed: a stray window, files
+		// written and deleted, a held key.
+		b.StopTimer()
+		testrig.SpawnDetached(b, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+		testrig.WriteFile(b, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
+		r.exec.KeyDown(ctx, hci.Keysym(0xffe3), hci.SourceAgent) // Control_L
+		testrig.WaitFor(b, "the stray window", func() bool { return strings.Contains(r.windowClasses(b), "Stray") })
+		b.StartTimer()
+		start := time.Now()
+		ep, err := r.c.Reset(ctx, ResetRequest{TaskID: task})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ds = append(ds, time.Since(start))
+		reps = append(reps, *ep.Reset)
+	}
+	reportQuantiles(b, ds)
+	reportSteps(b, reps)
+}
+
+// reportSteps adds the p50 of each step of the resets in reps to b's
+// output, in milliseconds.
+func reportSteps(b *testing.B, reps []ResetReport) {
+	steps := []struct {
+		name string
+		of   func(r ResetReport) time.Duration
+	}{
+		{"release", func(r ResetReport) time.Duration { return r.Release }},
+		{"kill", func(r ResetReport) time.Duration { return r.Kill }},
+		{"home", func(r ResetReport) time.Duration { return r.Home }},
+		{"xstate", func(r ResetReport) time.Duration { return r.Clipboard }},
+		{"session", func(r ResetReport) time.Duration { return r.Session }},
+		{"windows", func(r ResetReport) time.Duration { return r.Windows }},
+		{"touchup", func(r ResetReport) time.Duration { return r.Touchup }},
+		{"setup", func(r ResetReport) time.Duration { return r.Setup }},
+		{"settle", func(r ResetReport) time.Duration { return r.Settle }},
+		{"shot", func(r ResetReport) time.Duration { return r.Shot }},
+	}
+	for _, st := range steps {
+		s := make([]float64, len(reps))
+		for i, r := range reps {
+			s[i] = float64(st.of(r)) / float64(time.Millisecond)
+		}
+		sort.Float64s(s)
+		b.ReportMetric(quantile(s, 0.5), st.name+"-ms")
+	}
+}
+
+// browserAbout is the example task browser-about: its setup writes two
+// pages into home and opens the first in Chromium.
+func browserAbout(b *testing.B) []*task.Task {
+	for _, t := range loadExampleTasks(b) {
+		if t.ID == "browser-about" {
+			return []*task.Task{t}
+		}
+	}
+	b.Fatal("the example task browser-about is missing from tasks/")
+	return nil
 }
 
 // xtermOnly is the default session's one window.

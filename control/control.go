@@ -237,8 +237,10 @@ type ResetReport struct {
 	Release time.Duration `json:"release_ns"`
 	Setup   time.Duration `json:"setup_ns"`
 	Settle  time.Duration `json:"settle_ns"`
-	Shot    time.Duration `json:"shot_ns"`
-	Total   time.Duration `json:"total_ns"`
+	// Shot is zero: the first observation is the frame the settle ended
+	// on, taken within Settle (the field stays for clients that read it).
+	Shot  time.Duration `json:"shot_ns"`
+	Total time.Duration `json:"total_ns"`
 }
 
 // ResetRequest asks for a reset, optionally into a task and with a seed.
@@ -647,18 +649,16 @@ func (c *Control) resetDesktop(ctx context.Context, t *task.Task, seed *int64, i
 		}
 		rep.Setup = time.Since(tm)
 	}
+	// The first observation is the frame the settle ended on, captured and
+	// encoded while the screen was quiet: no second capture after it.
 	tm = time.Now()
-	if _, _, err := c.capt.Settle(ctx, c.cfg.Settle); err != nil {
-		return rep, nil, nil, fmt.Errorf("wait for the screen to settle: %w", err)
-	}
+	shot, _, _, err := c.shoot.SettleShot(ctx, c.cfg.Settle)
 	rep.Settle = time.Since(tm)
-	tm = time.Now()
-	obs, err := c.observe(ctx)
-	rep.Shot = time.Since(tm)
 	if err != nil {
-		return rep, nil, nil, err
+		return rep, nil, nil, fmt.Errorf("wait for the screen to settle and take the first observation: %w", err)
 	}
 	c.metrics.screenshots.WithLabelValues("control").Inc()
+	obs := &Observation{Type: "image", Data: shot.Data, MIME: shot.MIME, Width: shot.Width, Height: shot.Height}
 	return rep, env, obs, nil
 }
 
@@ -690,14 +690,6 @@ func (c *Control) grab(ctx context.Context) (*image.RGBA, error) {
 		return nil, err
 	}
 	return f.RGBA(), nil
-}
-
-func (c *Control) observe(ctx context.Context) (*Observation, error) {
-	shot, err := c.shoot.Shot(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("take the first observation: %w", err)
-	}
-	return &Observation{Type: "image", Data: shot.Data, MIME: shot.MIME, Width: shot.Width, Height: shot.Height}, nil
 }
 
 // End ends the running episode id (empty: whichever runs), scores it with its

@@ -46,6 +46,9 @@ type rigOptions struct {
 	restart bool
 	// wm is the window manager's command line; nil means openbox.
 	wm []string
+	// session is the display's session (display.SessionDesktop adds the
+	// panel); empty is bare.
+	session string
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -64,7 +67,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 	d := testrig.Display(t, display.Config{
 		Width: 1280, Height: 800, Home: home,
 		WindowManager: wm, Apps: apps, Logger: log,
-		RestartOnCrash: o.restart,
+		RestartOnCrash: o.restart, Session: o.session,
 	})
 	space, err := hci.NewSpace(1280, 800, "auto")
 	if err != nil {
