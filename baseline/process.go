@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // kill ends the session's process groups, every other process of the
@@ -309,8 +311,20 @@ func alive(pid int) bool {
 	return ok && st != 'Z' && st != 'X'
 }
 
-// waitGone waits until none of pids is alive, or ctx ends.
+// waitGone waits until none of pids is alive, or ctx ends. It sleeps in
+// poll(2) on pidfds, which wake it when a process exits, rather than on a
+// fixed interval; where pidfds are missing (before Linux 5.3) it looks again
+// every 5 ms.
 func waitGone(ctx context.Context, pids []int) error {
+	var fds []unix.PollFd
+	for _, p := range pids {
+		fd, err := unix.PidfdOpen(p, 0)
+		if err != nil {
+			continue // gone already, or no pidfds: the interval covers it
+		}
+		defer unix.Close(fd)
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
 	for {
 		left := 0
 		for _, p := range pids {
@@ -321,10 +335,23 @@ func waitGone(ctx context.Context, pids []int) error {
 		if left == 0 {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for the killed processes: %d still running after SIGKILL: %w", left, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("wait for the killed processes: %d still running after SIGKILL: %w", left, err)
+		}
+		wait := 5 * time.Millisecond
+		if len(fds) == left {
+			wait = 50 * time.Millisecond // each exit wakes the poll
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			wait = max(time.Until(dl), 0)
+		}
+		if len(fds) > 0 {
+			unix.Poll(fds, int(wait/time.Millisecond)+1)
+			// A pidfd stays readable once its process has exited: only
+			// those still running are polled again.
+			fds = slices.DeleteFunc(fds, func(f unix.PollFd) bool { return f.Revents != 0 })
+		} else {
+			time.Sleep(wait)
 		}
 	}
 }
