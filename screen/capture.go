@@ -8,10 +8,12 @@
 package screen
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"image"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -208,6 +210,93 @@ func (c *Capturer) CaptureInto(ctx context.Context, f *Frame) error {
 	f.Time = time.Now()
 	f.Hash = maphash.Bytes(c.seed, f.Pix)
 	return nil
+}
+
+// CaptureAreaInto brings f up to date where the screen was drawn on: area
+// (a DamageFeed's) is grabbed and written over f's pixels, widened to even
+// coordinates so a 4:2:0 conversion of it lines up. f must hold an earlier
+// capture of this screen at its present size; otherwise, or for an empty
+// area, the whole screen is captured. It reports whether any pixel changed
+// and the part of f it wrote (the whole frame after a full capture).
+//
+// A small change costs a small copy: the X server copies the area, not the
+// 4 MB of a 1280x800 screen, and nothing else is touched but the hash.
+func (c *Capturer) CaptureAreaInto(ctx context.Context, f *Frame, area image.Rectangle) (changed bool, got image.Rectangle, err error) {
+	if err := ctx.Err(); err != nil {
+		return false, image.Rectangle{}, err
+	}
+	c.mu.Lock()
+	if err := c.prepare(ctx); err != nil {
+		c.mu.Unlock()
+		return false, image.Rectangle{}, err
+	}
+	screen := image.Rect(0, 0, c.w, c.h)
+	r := evenRect(area).Intersect(screen)
+	if r.Empty() || f.Width != c.w || f.Height != c.h || f.Stride != c.w*4 || len(f.Pix) < c.w*c.h*4 {
+		c.mu.Unlock()
+		old := f.Hash
+		if err := c.CaptureInto(ctx, f); err != nil {
+			return false, image.Rectangle{}, err
+		}
+		return f.Hash != old, screen, nil
+	}
+	changed, err = c.grabArea(f, r)
+	c.mu.Unlock()
+	if err != nil {
+		// The screen may have changed size under the area (xrandr): the
+		// full capture puts the size back or reports why it cannot.
+		old := f.Hash
+		if err := c.CaptureInto(ctx, f); err != nil {
+			return false, image.Rectangle{}, err
+		}
+		return f.Hash != old, screen, nil
+	}
+	c.captures.Add(1)
+	f.Time = time.Now()
+	if changed {
+		f.Hash = maphash.Bytes(c.seed, f.Pix)
+	}
+	return changed, r, nil
+}
+
+// evenRect widens r to even coordinates.
+func evenRect(r image.Rectangle) image.Rectangle {
+	return image.Rect(r.Min.X&^1, r.Min.Y&^1, (r.Max.X+1)&^1, (r.Max.Y+1)&^1)
+}
+
+// grabArea reads r of the screen and writes its rows over f's, reporting
+// whether any differed. The caller holds c.mu and has prepared c.
+func (c *Capturer) grabArea(f *Frame, r image.Rectangle) (bool, error) {
+	w, h := r.Dx(), r.Dy()
+	var src []byte
+	if c.useSHM {
+		if _, err := shm.GetImage(c.conn, xproto.Drawable(c.root), int16(r.Min.X), int16(r.Min.Y), uint16(w), uint16(h),
+			0xffffffff, xproto.ImageFormatZPixmap, c.seg, 0).Reply(); err != nil {
+			return false, c.failed(err)
+		}
+		src = c.shmBuf[:w*h*4]
+	} else {
+		reply, err := xproto.GetImage(c.conn, xproto.ImageFormatZPixmap, xproto.Drawable(c.root), int16(r.Min.X), int16(r.Min.Y),
+			uint16(w), uint16(h), 0xffffffff).Reply()
+		if err != nil {
+			return false, c.failed(err)
+		}
+		if len(reply.Data) < w*h*4 {
+			return false, fmt.Errorf("capture screen of %s: got %d bytes for %v, want %d", c.d.Name(), len(reply.Data), r, w*h*4)
+		}
+		src = reply.Data
+	}
+	changed := false
+	for y := 0; y < h; y++ {
+		from := src[y*w*4 : (y+1)*w*4]
+		at := (r.Min.Y+y)*f.Stride + r.Min.X*4
+		to := f.Pix[at : at+w*4]
+		if !changed && !bytes.Equal(from, to) {
+			changed = true
+		}
+		copy(to, from)
+	}
+	return changed, nil
 }
 
 // grab reads the whole screen into pix, through the segment or the socket.

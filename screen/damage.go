@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"image"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -48,11 +49,29 @@ type damageWatch struct {
 }
 
 // damageConn is one subscription on one X server generation.
+//
+// Every request that empties the damage object's region hands what it held
+// to the server-side region acc (drainLocked), so the area drawn on since a
+// feed's last Take is known without a round trip per event: Take moves acc
+// into snap and empties it, and reads snap's extents, all in one round trip.
+// The requests that touch these regions are sent with the watcher's mutex
+// held, so the server (which runs one client's requests in order) never
+// sees one Take's move split by another's.
 type damageConn struct {
 	c      *xgb.Conn
 	gen    uint64
 	dmg    damage.Damage
 	region xfixes.Region // receives the damage a check takes out
+	tmp    xfixes.Region // receives the damage the event loop and settles empty
+	acc    xfixes.Region // all damage emptied since the last Take
+	snap   xfixes.Region // a Take's copy of acc
+}
+
+// drainLocked empties the damage region into acc (no round trip); w.mu is
+// held.
+func (x *damageConn) drainLocked() {
+	damage.Subtract(x.c, x.dmg, 0, x.tmp)
+	xfixes.UnionRegion(x.c, x.tmp, x.acc, x.acc)
 }
 
 // errNoDamage says the watcher has no live subscription, so the caller
@@ -145,13 +164,16 @@ func subscribe(c *xgb.Conn, gen uint64) (*damageConn, error) {
 	}
 	root := xproto.Setup(c).DefaultScreen(c).Root
 	x := &damageConn{c: c, gen: gen}
+	for _, r := range []*xfixes.Region{&x.region, &x.tmp, &x.acc, &x.snap} {
+		var err error
+		if *r, err = xfixes.NewRegionId(c); err != nil {
+			return nil, fmt.Errorf("allocate a region id: %w", err)
+		}
+		if err := xfixes.CreateRegionChecked(c, *r, nil).Check(); err != nil {
+			return nil, fmt.Errorf("create a region: %w", err)
+		}
+	}
 	var err error
-	if x.region, err = xfixes.NewRegionId(c); err != nil {
-		return nil, fmt.Errorf("allocate a region id: %w", err)
-	}
-	if err := xfixes.CreateRegionChecked(c, x.region, nil).Check(); err != nil {
-		return nil, fmt.Errorf("create a region: %w", err)
-	}
 	if x.dmg, err = damage.NewDamageId(c); err != nil {
 		return nil, fmt.Errorf("allocate a damage id: %w", err)
 	}
@@ -185,7 +207,7 @@ func (w *damageWatch) watch(x *damageConn) {
 		// sees the region empty then also sees this time.
 		w.last = time.Now()
 		if w.waiters > 0 {
-			damage.Subtract(x.c, x.dmg, 0, 0)
+			x.drainLocked()
 		}
 		w.notifyLocked()
 		w.mu.Unlock()
@@ -210,10 +232,14 @@ func (w *damageWatch) install(x *damageConn) bool {
 	}
 	w.x = x
 	// Whatever was drawn before the subscription began is unknown: count it
-	// as drawn now, which only makes a settle running now wait longer.
+	// as drawn now, which only makes a settle running now wait longer, and
+	// as drawn everywhere for the feeds.
 	w.last = time.Now()
 	if w.waiters > 0 {
-		damage.Subtract(x.c, x.dmg, 0, 0)
+		x.drainLocked()
+	}
+	for f := range w.feeds {
+		f.all = true
 	}
 	w.notifyLocked()
 	return true
@@ -239,7 +265,7 @@ func (w *damageWatch) begin() error {
 		return errNoDamage
 	}
 	w.waiters++
-	damage.Subtract(w.x.c, w.x.dmg, 0, 0)
+	w.x.drainLocked()
 	return nil
 }
 
@@ -265,18 +291,21 @@ func (w *damageWatch) lastDamage() time.Time {
 func (w *damageWatch) check(ctx context.Context) (time.Time, error) {
 	w.mu.Lock()
 	x := w.x
-	w.mu.Unlock()
 	if x == nil {
+		w.mu.Unlock()
 		return time.Time{}, errNoDamage
 	}
 	damage.Subtract(x.c, x.dmg, 0, x.region)
+	xfixes.UnionRegion(x.c, x.region, x.acc, x.acc)
+	cookie := xfixes.FetchRegion(x.c, x.region)
+	w.mu.Unlock()
 	type fetched struct {
 		r   *xfixes.FetchRegionReply
 		err error
 	}
 	ch := make(chan fetched, 1)
 	go func() {
-		r, err := xfixes.FetchRegion(x.c, x.region).Reply()
+		r, err := cookie.Reply()
 		ch <- fetched{r, err}
 	}()
 	var got fetched
@@ -374,6 +403,11 @@ type DamageFeed struct {
 	w     *damageWatch // nil when the capturer was closed
 	dirty atomic.Bool
 	wake  chan struct{}
+	// area is drawn on and not yet handed out by TakeArea, found by
+	// another feed's Take; all says the area is unknown (a new
+	// subscription). Both guarded by w.mu.
+	area image.Rectangle
+	all  bool
 }
 
 // DamageFeed returns a new feed on the capturer's damage subscription,
@@ -381,7 +415,7 @@ type DamageFeed struct {
 // the DAMAGE extension (or while the X server restarts) Take always says
 // the screen may have changed, so a consumer polls instead.
 func (c *Capturer) DamageFeed() *DamageFeed {
-	f := &DamageFeed{w: c.damage(), wake: make(chan struct{}, 1)}
+	f := &DamageFeed{w: c.damage(), wake: make(chan struct{}, 1), all: true}
 	f.dirty.Store(true) // whatever was drawn before it began
 	if f.w != nil {
 		f.w.mu.Lock()
@@ -404,34 +438,76 @@ func (f *DamageFeed) Wake() <-chan struct{} { return f.wake }
 // capture taken afterwards holds everything reported, and a later drawing
 // raises a new event.
 func (f *DamageFeed) Take() bool {
+	changed, _, _ := f.TakeArea()
+	return changed
+}
+
+// TakeArea is Take, and where the screen was drawn on: the bounding box of
+// everything drawn since the last Take, or whole when that is not known
+// (no subscription, or one that began since). changed is false when nothing
+// was drawn, or only where an earlier Take already handed out. A capture of
+// area taken after TakeArea returns shows all the drawing it reported.
+func (f *DamageFeed) TakeArea() (changed bool, area image.Rectangle, whole bool) {
 	w := f.w
 	if w == nil {
-		return true
+		return true, image.Rectangle{}, true
 	}
 	w.mu.Lock()
 	x := w.x
 	if x == nil {
 		w.mu.Unlock()
-		return true
+		return true, image.Rectangle{}, true
 	}
 	if !f.dirty.Swap(false) {
 		w.mu.Unlock()
-		return false
+		return false, image.Rectangle{}, false
 	}
-	// Emptied with a round trip even while a settle waits (when the event
-	// loop empties the region at each event too): the loop's Subtract is
-	// sent after the event, so a drawing that reaches the server between
-	// the two is merged and emptied without an event of its own. It is not
-	// lost to a feed: the loop marks the feeds after sending its Subtract,
-	// so a Take follows, and the capture after this round trip shows it.
-	// (A settle counts such a drawing at its event's time, at most a
-	// request's time early.)
-	ck := damage.SubtractChecked(x.c, x.dmg, 0, 0)
+	// Everything drawn goes into acc (drainLocked), acc is moved to snap
+	// and emptied, and snap's extents read: sent in one go under w.mu, so
+	// nothing drained by the event loop or a settle in between is lost, and
+	// one round trip, as Take always took. Drawing that reaches the server
+	// after the Subtract raises a new event (the region was emptied).
+	x.drainLocked()
+	xfixes.CopyRegion(x.c, x.acc, x.snap)
+	xfixes.SetRegion(x.c, x.acc, nil)
+	cookie := xfixes.FetchRegion(x.c, x.snap)
 	w.mu.Unlock()
-	if err := ck.Check(); err != nil {
-		f.dirty.Store(true) // the server is going away; the next Take captures anyway
+	reply, err := cookie.Reply()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		// The server is going away; the next Take captures anyway.
+		f.dirty.Store(true)
+		f.area, f.all = image.Rectangle{}, false
+		return true, image.Rectangle{}, true
 	}
-	return true
+	var got image.Rectangle
+	if len(reply.Rectangles) > 0 {
+		e := reply.Extents
+		got = image.Rect(int(e.X), int(e.Y), int(e.X)+int(e.Width), int(e.Y)+int(e.Height))
+	}
+	// What this Take emptied was drawn for every feed: the others get it
+	// on their next Take.
+	if !got.Empty() {
+		for g := range w.feeds {
+			if g == f {
+				continue
+			}
+			g.area = g.area.Union(got)
+			g.dirty.Store(true)
+			select {
+			case g.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	area, whole = f.area.Union(got), f.all
+	f.area, f.all = image.Rectangle{}, false
+	if whole {
+		return true, image.Rectangle{}, true
+	}
+	return !area.Empty(), area, false
 }
 
 // Close stops the feed.
