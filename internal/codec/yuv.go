@@ -21,6 +21,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"image"
 	"unsafe"
 )
 
@@ -97,6 +98,27 @@ func (p *I420) check() error {
 }
 
 func ptr(b []byte) *C.uint8_t { return (*C.uint8_t)(unsafe.Pointer(&b[0])) }
+
+// Area is the part r of p, sharing p's planes, so a conversion into it
+// writes only there (a stream converting what changed). r must lie inside p
+// with even edges (a chroma sample covers 2x2 pixels), except that its right
+// and bottom edges may be p's own odd ones.
+func (p *I420) Area(r image.Rectangle) (*I420, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	whole := image.Rect(0, 0, p.Width, p.Height)
+	oddEdge := func(v, limit int) bool { return v%2 != 0 && v != limit }
+	if r.Empty() || !r.In(whole) || r.Min.X%2 != 0 || r.Min.Y%2 != 0 || oddEdge(r.Max.X, p.Width) || oddEdge(r.Max.Y, p.Height) {
+		return nil, fmt.Errorf("area %v of a %dx%d picture: it must be inside it, not empty, with even edges", r, p.Width, p.Height)
+	}
+	cx, cy := r.Min.X/2, r.Min.Y/2
+	return &I420{
+		Y: p.Y[r.Min.Y*p.StrideY+r.Min.X:], U: p.U[cy*p.StrideU+cx:], V: p.V[cy*p.StrideV+cx:],
+		StrideY: p.StrideY, StrideU: p.StrideU, StrideV: p.StrideV,
+		Width: r.Dx(), Height: r.Dy(),
+	}, nil
+}
 
 // BGRXToI420 converts a w x h picture of X's 32-bit pixels into dst, which
 // must be the same size.

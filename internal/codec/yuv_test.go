@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"image"
 	"strings"
 	"testing"
 )
@@ -251,6 +252,69 @@ func TestNewI420(t *testing.T) {
 		if len(p.Y) != tc.lenY || len(p.U) != tc.lenC || len(p.V) != tc.lenC || p.StrideU != tc.sc || p.Width != tc.w || p.Height != tc.h {
 			t.Errorf("NewI420(%d,%d) = Y %d U %d V %d, stride U %d; want Y %d, chroma %d, stride %d",
 				tc.w, tc.h, len(p.Y), len(p.U), len(p.V), p.StrideU, tc.lenY, tc.lenC, tc.sc)
+		}
+	}
+}
+
+// TestI420Area: converting a changed area into its Area of the picture gives
+// the same planes as converting the whole changed picture, and areas that
+// would split a chroma sample or leave the picture are refused.
+func TestI420Area(t *testing.T) {
+	const w, h = 64, 48
+	stride := w * 4
+	old := solid(w, h, stride, 10, 20, 30)
+	pic := NewI420(w, h)
+	if err := BGRXToI420(old, stride, w, h, pic); err != nil {
+		t.Fatal(err)
+	}
+	// The screen changes in r.
+	r := image.Rect(10, 6, 30, 20)
+	now := append([]byte(nil), old...)
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			p := now[y*stride+x*4:]
+			p[0], p[1], p[2] = byte(x*3), byte(y*5), byte(x+y)
+		}
+	}
+	sub, err := pic.Area(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := BGRXToI420(now[r.Min.Y*stride+r.Min.X*4:], stride, r.Dx(), r.Dy(), sub); err != nil {
+		t.Fatal(err)
+	}
+	want := NewI420(w, h)
+	if err := BGRXToI420(now, stride, w, h, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, pl := range []struct {
+		name      string
+		got, want []byte
+	}{{"Y", pic.Y, want.Y}, {"U", pic.U, want.U}, {"V", pic.V, want.V}} {
+		if string(pl.got) != string(pl.want) {
+			t.Errorf("plane %s after converting the area differs from converting the whole picture", pl.name)
+		}
+	}
+
+	odd := NewI420(63, 47)
+	tests := []struct {
+		name string
+		p    *I420
+		r    image.Rectangle
+		ok   bool
+	}{
+		{"even inside", pic, image.Rect(2, 2, 10, 10), true},
+		{"the whole", pic, image.Rect(0, 0, w, h), true},
+		{"odd picture's own odd edges", odd, image.Rect(60, 44, 63, 47), true},
+		{"odd left edge", pic, image.Rect(1, 2, 10, 10), false},
+		{"odd bottom inside", pic, image.Rect(2, 2, 10, 9), false},
+		{"outside", pic, image.Rect(60, 40, 66, 50), false},
+		{"empty", pic, image.Rect(4, 4, 4, 8), false},
+	}
+	for _, tt := range tests {
+		_, err := tt.p.Area(tt.r)
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Area(%v) error %v, want ok=%v", tt.name, tt.r, err, tt.ok)
 		}
 	}
 }
