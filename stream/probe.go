@@ -1,0 +1,132 @@
+package stream
+
+import "time"
+
+// The frame-rate ladder (congestion.go) halves the frame rate on a thin
+// link so that each frame gets more bits. Two things it cannot see on its
+// own are handled here.
+//
+// GCC cannot raise its estimate much above what is sent: pion's rate
+// controller caps an increase at 1.5 times the rate the browser acknowledged.
+// Once the frame rate is down, a desktop sends less than the rung would
+// allow (a moving window at 15 fps needs about half of what it needs at 30),
+// so after a thin spell the estimate stays under the threshold that would
+// bring the frame rate back, however wide the link has become: in `deskbench
+// network`'s drop profile the stream stayed at half rate for the rest of the
+// run. Hence the probe: when the estimate stays well above what is sent, the
+// frame rate goes one step up and is held there for a grace period, so the
+// estimate can grow on the larger rate; if the link cannot carry it (the
+// estimate falls) or the estimate did not grow to the step's threshold, the
+// ladder steps down again and the next probe waits twice as long.
+//
+// And fewer frames buy nothing when the encoder does not use the bits it has:
+// while it leaves a fifth of its budget unused at the present rate, and the
+// estimate has not fallen, the frame rate is not stepped down.
+
+const (
+	// probeHeadroom is how far the estimate must stay above the sent rate
+	// for the link to count as wider than the stream uses. GCC's own cap is
+	// 1.5; a little under it so that an estimate at the cap qualifies.
+	probeHeadroom = 1.4
+	// probeFirstWait is how long that must hold before the first probe; a
+	// probe undone within probeJudge doubles it, up to probeMaxWait.
+	probeFirstWait = 2 * time.Second
+	probeMaxWait   = 32 * time.Second
+	// probeGrace is how long a probed rate is kept while the estimate
+	// holds: GCC grows by about 8 % a second, so from the cap (1.5 times
+	// the half-rate stream) it passes the step's threshold in a few seconds.
+	probeGrace = 3 * time.Second
+	// probeJudge is how soon after a probe a step down counts against it.
+	probeJudge = 5 * time.Second
+	// estimateFall is the share of the estimate at the last change below
+	// which the link counts as congested: then the ladder is followed
+	// whatever the encoder uses.
+	estimateFall = 0.85
+	// unusedBudget: an encoder that sends less than this share of its
+	// bitrate is not short of bits.
+	unusedBudget = 0.8
+)
+
+// rateProbe decides, around the ladder, when the frame rate steps up
+// before the estimate says so and when it is kept up although the estimate
+// says to step down.
+type rateProbe struct {
+	fullFPS  int
+	since    time.Time // when the present headroom began; zero for none
+	wait     time.Duration
+	probedAt time.Time // the last probe; zero when none is being judged
+	est      int       // the estimate at the last frame-rate change (bit/s)
+}
+
+// step takes the rung the ladder chose (next) from the one in use (cur),
+// the lowest estimate (bit/s) and the rate the encoder sends (kbit/s), and
+// returns the rung to use.
+func (p *rateProbe) step(now time.Time, cur, next rung, estBps int, sentKbps float64) rung {
+	if p.wait == 0 {
+		p.wait = probeFirstWait
+	}
+	if p.est == 0 {
+		p.est = estBps // the first reading: nothing to compare with yet
+	}
+	if cur.fps == 0 {
+		return next
+	}
+	if !p.probedAt.IsZero() && now.Sub(p.probedAt) >= probeJudge {
+		p.probedAt, p.wait = time.Time{}, probeFirstWait // the probe held
+	}
+	if next.fps < cur.fps {
+		fell := float64(estBps) < estimateFall*float64(p.est)
+		inGrace := !p.probedAt.IsZero() && now.Sub(p.probedAt) < probeGrace
+		unused := sentKbps > 0 && sentKbps < unusedBudget*float64(next.kbps)
+		if !fell && (inGrace || unused) {
+			next.fps = cur.fps
+			return next
+		}
+		if !p.probedAt.IsZero() {
+			p.wait = min(2*p.wait, probeMaxWait)
+			p.probedAt = time.Time{}
+		}
+	}
+	if next.fps != cur.fps {
+		p.since, p.est = time.Time{}, estBps
+		return next
+	}
+	if next.fps >= p.fullFPS || sentKbps <= 0 || float64(estBps)/1000 < probeHeadroom*sentKbps {
+		p.since = time.Time{}
+		return next
+	}
+	if p.since.IsZero() {
+		p.since = now
+	}
+	if now.Sub(p.since) < p.wait {
+		return next
+	}
+	next.fps = p.fullFPS / max(1, p.fullFPS/next.fps/2) // the ladder's next rung up
+	p.since, p.probedAt, p.est = time.Time{}, now, estBps
+	return next
+}
+
+// sendMeter is the rate the encoders produce, from the bytes-encoded
+// counter read at each adaptation, smoothed over about a second.
+type sendMeter struct {
+	at    time.Time
+	bytes uint64
+	kbps  float64
+}
+
+// update reads the counter (total bytes of encoders encoders) and returns
+// the smoothed rate of one encoder in kbit/s; 0 until two readings.
+func (m *sendMeter) update(now time.Time, total uint64, encoders int) float64 {
+	if !m.at.IsZero() && total >= m.bytes {
+		if dt := now.Sub(m.at).Seconds(); dt > 0 {
+			k := float64(total-m.bytes) * 8 / 1000 / dt / float64(max(1, encoders))
+			if m.kbps == 0 {
+				m.kbps = k
+			} else {
+				m.kbps = 0.6*m.kbps + 0.4*k
+			}
+		}
+	}
+	m.at, m.bytes = now, total
+	return m.kbps
+}
