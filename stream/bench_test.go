@@ -56,7 +56,6 @@ func BenchmarkPipelineFrame(b *testing.B) {
 			pl := planesOf(pic)
 			var frame screen.Frame
 			var sc codec.Scaler
-			g := &geometry{sw: 1280, sh: 800, vw: 1280, vh: 800}
 			cs := e.s.xw.cursor(0)
 			ci := newCursorImage(cs.w, cs.h, cs.xhot, cs.yhot, cs.argb)
 			var under saveUnder
@@ -73,7 +72,7 @@ func BenchmarkPipelineFrame(b *testing.B) {
 					b.Fatal(err)
 				}
 				t1 := time.Now()
-				if err := convert(&sc, &frame, pic, g); err != nil {
+				if err := convert(&sc, &frame, pic); err != nil {
 					b.Fatal(err)
 				}
 				under = saveUnder{y: under.y, u: under.u, v: under.v}

@@ -41,28 +41,91 @@ type fpsStep struct {
 var fpsLadder = [...]fpsStep{{kbps: 400, fpsDiv: 4}, {kbps: 1000, fpsDiv: 2}}
 
 // upHysteresis is how far above a step's threshold the target must be
-// before the rate steps back up.
+// before the rate (or the size) steps back up.
 const upHysteresis = 1.25
 
-// rung is what the encoder is set to: the bitrate the viewers should get
-// and the frame rate the loop sends at.
+// The size rung sits below the frame-rate ladder's last step. Under
+// halfSizeKbps (the estimate less headroom, before the floor) even a quarter
+// of the frame rate is mush at full size: 250 kbit/s at 7 fps is about 35
+// kbit a frame, 0.03 bits a pixel at 1280x800, where x264 smears text into
+// blocks; at half width and height the same bits make 0.13 bits a pixel,
+// what full size gets at about 1 Mbit/s, and text of ordinary size stays
+// readable when the page scales it back up. 250 is also under the default
+// floor (300), so the size only drops once the link cannot carry the
+// floor: the floor keeps its meaning (the least worth sending at full
+// size) and the size rung is what is left below it.
+const halfSizeKbps = 250
+
+// halfFloorDiv divides the floor at half size: a quarter of the pixels
+// needs about a quarter of the bits for the same quality, so the floor's
+// bits a pixel hold at the smaller size. GCC's own floor is set to it too
+// (registerCC), or its estimate could never fall under the floor and the
+// size rung would never be reached.
+const halfFloorDiv = 4
+
+// minHalfSide is the least width or height a halved video may have: below
+// it a picture is too small to show anything and halving is skipped.
+const minHalfSide = 64
+
+// sizeHold is the least time between two size changes. Every change opens
+// the encoders again and costs each viewer a keyframe at the new size, and
+// a jump in sharpness they see; an estimate that wanders across both
+// hysteresis edges must not turn into a keyframe storm.
+const sizeHold = 2 * time.Second
+
+// rung is what the encoder is set to: the bitrate the viewers should get,
+// the frame rate the loop sends at and whether the video goes at half its
+// width and height.
 type rung struct {
 	kbps int // the wire bitrate aimed at
 	fps  int
+	half bool // the video at half width and height (videoRun.encodeSize)
 }
 
 // rateLimits are the bounds the ladder works in.
 type rateLimits struct {
 	minKbps, maxKbps, fps int
+	// halve says the size rung may be used: congestion control is on and
+	// the video is big enough to halve.
+	halve bool
+	// holdSize keeps the size of the rung in use (a change of size was
+	// too recent, sizeHold).
+	holdSize bool
 }
 
+// halfFloor is the floor at half size.
+func (l rateLimits) halfFloor() int { return max(1, l.minKbps/halfFloorDiv) }
+
 // next is the rung for an estimate of estBps bit/s, given the one in use
-// (prev; zero for none). The bitrate is clamped between the floor and the
-// ceiling; the frame rate steps down below a threshold and back up with
-// hysteresis.
+// (prev; zero for none). The ladder, from a wide link down: full rate, half
+// the frame rate below 1 Mbit/s, a quarter below 400 kbit/s, and half the
+// width and height (at a quarter of the frame rate) below halfSizeKbps; each
+// step back up needs upHysteresis more than its threshold. The bitrate is
+// clamped between the floor (a quarter of it at half size) and the
+// ceiling.
 func (l rateLimits) next(prev rung, estBps int) rung {
-	kbps := int(float64(estBps) * estimateHeadroom / 1000)
-	kbps = max(l.minKbps, min(l.maxKbps, kbps))
+	raw := int(float64(estBps) * estimateHeadroom / 1000)
+	half := false
+	switch {
+	case l.holdSize:
+		half = prev.half
+	case l.halve:
+		limit := float64(halfSizeKbps)
+		if prev.half {
+			limit *= upHysteresis // at half size already: leave it only when clearly above
+		}
+		half = float64(raw) < limit
+	}
+	floor := l.minKbps
+	if half {
+		floor = l.halfFloor()
+	}
+	kbps := max(floor, min(l.maxKbps, raw))
+	if half {
+		// The bottom of the frame-rate ladder: sizes step down after the
+		// frame rate, never instead of it.
+		return rung{kbps: kbps, fps: max(1, l.fps/fpsLadder[0].fpsDiv), half: true}
+	}
 	prevDiv := 1
 	if prev.fps > 0 && prev.fps < l.fps {
 		prevDiv = l.fps / prev.fps
@@ -80,6 +143,35 @@ func (l rateLimits) next(prev rung, estBps int) rung {
 	}
 	return rung{kbps: kbps, fps: max(1, l.fps/div)}
 }
+
+// canHalve says whether a video of w x h may go at half size.
+func canHalve(w, h int) bool { return w/2 >= minHalfSide && h/2 >= minHalfSide }
+
+// halfSize is w x h halved, kept even as 4:2:0 video needs.
+func halfSize(w, h int) (int, int) { return (w / 2) &^ 1, (h / 2) &^ 1 }
+
+// startRung is where a new audience starts: BitrateKbps at the full frame
+// rate, as the estimators start, and at half size when that bitrate is
+// already under the size rung (a deployment told to send 200 kbit/s).
+func (s *Server) startRung(g *geometry) rung {
+	r := rung{kbps: s.cfg.BitrateKbps, fps: s.cfg.FPS}
+	if !s.cfg.FixedBitrate && canHalve(g.vw, g.vh) {
+		r.half = s.limits(g, false).next(rung{}, s.cfg.BitrateKbps*1000).half
+	}
+	return r
+}
+
+// limits are the ladder's bounds for a video of g's size.
+func (s *Server) limits(g *geometry, holdSize bool) rateLimits {
+	c := s.cfg
+	return rateLimits{minKbps: c.MinBitrateKbps, maxKbps: c.MaxBitrateKbps, fps: c.FPS,
+		halve: !c.FixedBitrate && canHalve(g.vw, g.vh), holdSize: holdSize}
+}
+
+// estimateFloorBps is the least estimate GCC and the websocket's estimator
+// may reach: the floor at half size, so the estimate can fall under the
+// full-size floor and the size rung be reached.
+func (c Config) estimateFloorBps() int { return max(1, c.MinBitrateKbps/halfFloorDiv) * 1000 }
 
 // encoderKbps is the bitrate to give an encoder opened at nominalFPS so that
 // at r.fps it spends r.kbps: x264 and libvpx both budget each frame as
@@ -160,7 +252,10 @@ func (l lossTolerant) GetTargetBitrate() int {
 // first sit nearest the network, so retransmissions get sequence numbers
 // and count in the estimate too.
 func (s *Server) registerCC(m *webrtc.MediaEngine, reg *interceptor.Registry) error {
-	startBps, minBps, maxBps := s.cfg.BitrateKbps*1000, s.cfg.MinBitrateKbps*1000, s.cfg.MaxBitrateKbps*1000
+	// GCC's floor is the size rung's, under MinBitrateKbps: the encoder is
+	// held at the floor at full size all the same (rateLimits.next), but
+	// the estimate must be free to say the link is thinner than that.
+	startBps, minBps, maxBps := s.cfg.BitrateKbps*1000, s.cfg.estimateFloorBps(), s.cfg.MaxBitrateKbps*1000
 	f, err := cc.NewInterceptor(func() (cc.BandwidthEstimator, error) {
 		// No pacer: the encoder's VBV already spreads a big frame over
 		// about 1.5 frame times, and the leaky-bucket pacer's queue has no
@@ -180,7 +275,9 @@ func (s *Server) registerCC(m *webrtc.MediaEngine, reg *interceptor.Registry) er
 
 // adapt moves the encoders to the rung for the lowest estimate among the
 // viewers, at most every adaptEvery. With FixedBitrate, or before any
-// estimate, nothing changes.
+// estimate, nothing changes. A change of size opens the encoders again at
+// the new size (resize), so every viewer's next frame is a keyframe with
+// the new size in its headers.
 func (r *videoRun) adapt(now time.Time) {
 	if r.p.s.cfg.FixedBitrate || now.Sub(r.lastAdapt) < adaptEvery {
 		return
@@ -191,14 +288,21 @@ func (r *videoRun) adapt(now time.Time) {
 		return
 	}
 	cfg := r.p.s.cfg
-	next := rateLimits{minKbps: cfg.MinBitrateKbps, maxKbps: cfg.MaxBitrateKbps, fps: cfg.FPS}.next(r.rung, est)
+	hold := !r.sizeAt.IsZero() && now.Sub(r.sizeAt) < sizeHold
+	next := r.p.s.limits(r.g, hold).next(r.rung, est)
 	if next == r.rung {
 		return
 	}
-	for _, e := range r.encs {
-		if err := e.enc.SetBitrate(next.encoderKbps(cfg.FPS)); err != nil {
-			// The old bitrate stays; the next adaptation tries again.
-			r.p.s.log.Warn("video bitrate not changed", "codec", e.codec, "kbps", next.kbps, "err", err)
+	if next.half != r.rung.half {
+		r.p.s.log.Info("video size changed", "half", next.half, "kbps", next.kbps, "estimate_kbps", est/1000)
+		r.sizeAt = now
+		r.resize(next.half) // the encoders open again at next's bitrate
+	} else {
+		for _, e := range r.encs {
+			if err := e.enc.SetBitrate(next.encoderKbps(cfg.FPS)); err != nil {
+				// The old bitrate stays; the next adaptation tries again.
+				r.p.s.log.Warn("video bitrate not changed", "codec", e.codec, "kbps", next.kbps, "err", err)
+			}
 		}
 	}
 	if next.fps != r.rung.fps {

@@ -6,29 +6,34 @@ import (
 	"github.com/pion/interceptor/pkg/cc"
 )
 
+// full and half are rungs at full and at half size, for the tables.
+func full(kbps, fps int) rung { return rung{kbps: kbps, fps: fps} }
+func half(kbps, fps int) rung { return rung{kbps: kbps, fps: fps, half: true} }
+
 // TestRateLadder checks the rung an estimate gives: the bitrate between the
 // floor and the ceiling, the frame rate stepping down below the thresholds
-// and back up only clearly above them.
+// and back up only clearly above them. These limits cannot halve the
+// video (TestSizeLadder has the size rung).
 func TestRateLadder(t *testing.T) {
 	l := rateLimits{minKbps: 300, maxKbps: 4000, fps: 30}
-	full := rung{kbps: 4000, fps: 30}
+	top := full(4000, 30)
 	tests := []struct {
 		name   string
 		prev   rung
 		estBps int
 		want   rung
 	}{
-		{"a wide link is held at the ceiling", full, 20_000_000, rung{4000, 30}},
-		{"the estimate less headroom", full, 3_000_000, rung{2700, 30}},
-		{"at 1 Mbit/s the rate halves", full, 1_000_000, rung{900, 15}},
-		{"below 400 kbit/s a quarter", full, 400_000, rung{360, 7}},
-		{"never below the floor", full, 50_000, rung{300, 7}},
-		{"no estimate yet is the floor", rung{}, 0, rung{300, 7}},
-		{"a thin link stays at a quarter just above the step", rung{360, 7}, 500_000, rung{450, 7}},
-		{"and goes to half clearly above it", rung{360, 7}, 600_000, rung{540, 15}},
-		{"half stays half just above 1 Mbit/s", rung{900, 15}, 1_300_000, rung{1170, 15}},
-		{"and goes back to full clearly above", rung{900, 15}, 1_500_000, rung{1350, 30}},
-		{"from a quarter straight to full when the link is back", rung{360, 7}, 4_000_000, rung{3600, 30}},
+		{"a wide link is held at the ceiling", top, 20_000_000, full(4000, 30)},
+		{"the estimate less headroom", top, 3_000_000, full(2700, 30)},
+		{"at 1 Mbit/s the rate halves", top, 1_000_000, full(900, 15)},
+		{"below 400 kbit/s a quarter", top, 400_000, full(360, 7)},
+		{"never below the floor", top, 50_000, full(300, 7)},
+		{"no estimate yet is the floor", rung{}, 0, full(300, 7)},
+		{"a thin link stays at a quarter just above the step", full(360, 7), 500_000, full(450, 7)},
+		{"and goes to half clearly above it", full(360, 7), 600_000, full(540, 15)},
+		{"half stays half just above 1 Mbit/s", full(900, 15), 1_300_000, full(1170, 15)},
+		{"and goes back to full clearly above", full(900, 15), 1_500_000, full(1350, 30)},
+		{"from a quarter straight to full when the link is back", full(360, 7), 4_000_000, full(3600, 30)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,6 +44,90 @@ func TestRateLadder(t *testing.T) {
 	}
 }
 
+// TestSizeLadder walks the size rung below the frame rate's: under
+// halfSizeKbps (the estimate less headroom, before the floor) the video
+// goes at half size, at the bottom frame rate, with a floor a quarter of
+// the full-size one; it comes back to full size only clearly above the
+// threshold, and never while a change is held (sizeHold).
+func TestSizeLadder(t *testing.T) {
+	l := rateLimits{minKbps: 300, maxKbps: 4000, fps: 30, halve: true}
+	held := l
+	held.holdSize = true
+	small := rateLimits{minKbps: 300, maxKbps: 4000, fps: 30} // a video too small to halve
+	tests := []struct {
+		name   string
+		l      rateLimits
+		prev   rung
+		estBps int
+		want   rung
+	}{
+		// Down.
+		{"a wide link stays at full size", l, full(4000, 30), 20_000_000, full(4000, 30)},
+		{"at the quarter rate above the step the size holds", l, full(360, 7), 300_000, full(300, 7)},
+		{"just above the step, floor and all", l, full(300, 7), 280_000, full(300, 7)},
+		{"under 250 kbit/s the size halves", l, full(300, 7), 270_000, half(243, 7)},
+		{"from full rate straight down to half size", l, full(4000, 30), 150_000, half(135, 7)},
+		{"the floor at half size is a quarter of the floor", l, full(300, 7), 30_000, half(75, 7)},
+		{"no estimate yet: half size at its floor", l, rung{}, 0, half(75, 7)},
+		// Up, with hysteresis: 250 * 1.25 = 312 kbit/s, an estimate of 347.
+		{"at half size just above the step it stays half", l, half(135, 7), 300_000, half(270, 7)},
+		{"and under the way back", l, half(135, 7), 340_000, half(306, 7)},
+		{"and goes back to full clearly above it", l, half(135, 7), 360_000, full(324, 7)},
+		{"from half size straight to full rate", l, half(135, 7), 4_000_000, full(3600, 30)},
+		// Held or not possible.
+		{"a change held keeps half size on a wide link", held, half(135, 7), 4_000_000, half(3600, 7)},
+		{"a change held keeps full size on a thin link", held, full(300, 7), 150_000, full(300, 7)},
+		{"a video too small to halve stays at the floor", small, full(300, 7), 150_000, full(300, 7)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.l.next(tt.prev, tt.estBps); got != tt.want {
+				t.Errorf("next(%+v, %d) = %+v, want %+v", tt.prev, tt.estBps, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSizes: the halved size stays even (4:2:0), and a video under twice
+// minHalfSide is not halved.
+func TestSizes(t *testing.T) {
+	tests := []struct {
+		w, h, hw, hh int
+		can          bool
+	}{
+		{1280, 800, 640, 400, true},
+		{1366, 768, 682, 384, true},
+		{1918, 1078, 958, 538, true},
+		{1026, 770, 512, 384, true},
+		{320, 240, 160, 120, true},
+		{126, 240, 62, 120, false},
+	}
+	for _, tt := range tests {
+		hw, hh := halfSize(tt.w, tt.h)
+		if hw != tt.hw || hh != tt.hh || hw%2 != 0 || hh%2 != 0 {
+			t.Errorf("halfSize(%d, %d) = %d, %d; want %d, %d", tt.w, tt.h, hw, hh, tt.hw, tt.hh)
+		}
+		if got := canHalve(tt.w, tt.h); got != tt.can {
+			t.Errorf("canHalve(%d, %d) = %v, want %v", tt.w, tt.h, got, tt.can)
+		}
+	}
+}
+
+// TestHalvedCursor: the pointer's picture at half size averages each 2x2
+// block (odd sizes round up) and halves the hotspot.
+func TestHalvedCursor(t *testing.T) {
+	c := cursorShape{w: 3, h: 2, xhot: 2, yhot: 1, argb: []uint32{
+		0xff000000, 0xffffffff, 0x80808080,
+		0xff000000, 0xffffffff, 0x00000000,
+	}}
+	got := c.halved()
+	want := cursorShape{w: 2, h: 1, xhot: 1, yhot: 0, argb: []uint32{0xff808080, 0x40404040}}
+	if got.w != want.w || got.h != want.h || got.xhot != want.xhot || got.yhot != want.yhot || len(got.argb) != 2 ||
+		got.argb[0] != want.argb[0] || got.argb[1] != want.argb[1] {
+		t.Errorf("halved = %+v, want %+v", got, want)
+	}
+}
+
 // TestEncoderKbps: an encoder opened at 30 fps budgets each frame as a
 // thirtieth of a second, so at 15 fps it must be told twice the bitrate.
 func TestEncoderKbps(t *testing.T) {
@@ -46,10 +135,10 @@ func TestEncoderKbps(t *testing.T) {
 		r    rung
 		want int
 	}{
-		{rung{2000, 30}, 2000},
-		{rung{900, 15}, 1800},
-		{rung{360, 7}, 1542},
-		{rung{300, 0}, 300},
+		{full(2000, 30), 2000},
+		{full(900, 15), 1800},
+		{full(360, 7), 1542},
+		{full(300, 0), 300},
 	}
 	for _, tt := range tests {
 		if got := tt.r.encoderKbps(30); got != tt.want {

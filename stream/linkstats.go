@@ -31,6 +31,11 @@ type LinkStats struct {
 	// rung of the viewer with the lowest estimate.
 	TargetKbps int `json:"target_kbps"`
 	TargetFPS  int `json:"target_fps"`
+	// TargetWidth and TargetHeight are the size of the video the shared
+	// encoder sends: the hello's video size, or half of it on the size
+	// rung.
+	TargetWidth  int `json:"target_width"`
+	TargetHeight int `json:"target_height"`
 	// FPS, SentKbps and Keyframes are what was sent to this viewer in the
 	// last whole second (frames, encoded bits, keyframes among them).
 	FPS       float64 `json:"fps"`
@@ -118,8 +123,8 @@ func (v *viewer) linkStats(now time.Time) (LinkStats, bool) {
 	if pc == nil || out.codec == nil {
 		return LinkStats{}, false
 	}
-	target := v.s.video.target.Load()
-	st := LinkStats{Viewer: v.id, Codec: out.codec.Name, TargetKbps: target.kbps, TargetFPS: target.fps}
+	st := LinkStats{Viewer: v.id, Codec: out.codec.Name}
+	v.s.video.setTarget(&st)
 	if out.bwe != nil {
 		st.EstimateKbps = out.bwe.GetTargetBitrate() / 1000
 	}
@@ -131,6 +136,13 @@ func (v *viewer) linkStats(now time.Time) (LinkStats, bool) {
 	st.PacketsLost = v.link.lost.Load()
 	st.Transport, st.RTTMillis = transportOf(pc)
 	return st, true
+}
+
+// setTarget fills in the shared encoder's target.
+func (p *pipeline) setTarget(st *LinkStats) {
+	target := p.target.Load()
+	st.TargetKbps, st.TargetFPS = target.kbps, target.fps
+	st.TargetWidth, st.TargetHeight = p.targetSize()
 }
 
 // transportOf names the ICE pair pc sends on and its round trip.

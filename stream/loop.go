@@ -76,7 +76,8 @@ func (p *pipeline) run(ctx context.Context) error {
 	if err := r.syncEncoders(); err != nil {
 		return err
 	}
-	p.s.log.Info("video started", "screen", fmt.Sprintf("%dx%d", r.g.sw, r.g.sh), "video", fmt.Sprintf("%dx%d", r.g.vw, r.g.vh), "fps", p.s.cfg.FPS)
+	p.s.log.Info("video started", "screen", fmt.Sprintf("%dx%d", r.g.sw, r.g.sh), "video", fmt.Sprintf("%dx%d", r.g.vw, r.g.vh),
+		"sent", fmt.Sprintf("%dx%d", r.pic.Width, r.pic.Height), "fps", p.s.cfg.FPS)
 	defer p.s.log.Info("video stopped")
 	for r.wait(ctx) {
 		if err := r.step(ctx); err != nil {
@@ -93,12 +94,13 @@ type videoRun struct {
 	g        *geometry
 	frame    screen.Frame
 	scaler   codec.Scaler
-	pic      *codec.I420
+	pic      *codec.I420 // at the size sent: g's video size, or half of it on the size rung
 	pl       planes
 	have     bool   // pic holds a converted frame
 	lastHash uint64 // of the last converted capture
 	cur      cursorState
-	curImg   *cursorImage
+	curShape cursorShape  // the pointer's picture as X gave it, for drawing it again at another size
+	curImg   *cursorImage // curShape at the size sent
 	under    saveUnder
 	lastKey  time.Time
 	start    time.Time
@@ -123,6 +125,16 @@ type videoRun struct {
 	// it last looked.
 	rung      rung
 	lastAdapt time.Time
+	// sizeAt is when the size last changed (sizeHold); newKey makes the
+	// next frame of every encoder a keyframe, after a change of size.
+	sizeAt time.Time
+	newKey bool
+}
+
+// cursorShape is the pointer's picture from XFIXES.
+type cursorShape struct {
+	w, h, xhot, yhot int
+	argb             []uint32
 }
 
 // liveEncoder is the encoder of one codec in use.
@@ -134,11 +146,17 @@ type liveEncoder struct {
 func (p *pipeline) newRun() *videoRun {
 	g := p.refreshGeometry()
 	interval := time.Second / time.Duration(p.s.cfg.FPS)
-	r := &videoRun{p: p, g: g, pic: codec.NewI420(g.vw, g.vh), start: time.Now(),
+	r := &videoRun{p: p, g: g, start: time.Now(),
 		interval: interval, minGap: interval * 9 / 10, tick: time.NewTicker(interval), fast: true}
 	// Each run starts where congestion control left the last one: a
 	// resized screen does not make the link any wider.
 	r.rung = *p.target.Load()
+	if r.rung.half && !canHalve(g.vw, g.vh) {
+		// The screen became too small to halve.
+		r.rung.half = false
+		p.target.Store(&r.rung)
+	}
+	r.pic = codec.NewI420(encodeSize(g, r.rung.half))
 	if r.rung.fps != p.s.cfg.FPS {
 		r.interval = time.Second / time.Duration(r.rung.fps)
 		r.minGap = r.interval * 9 / 10
@@ -172,7 +190,7 @@ func (r *videoRun) syncEncoders() error {
 		case inUse[c.Name] && open:
 			kept = append(kept, e)
 		case inUse[c.Name]:
-			enc, err := c.NewEncoder(codec.Options{Width: r.g.vw, Height: r.g.vh, FPS: r.p.s.cfg.FPS,
+			enc, err := c.NewEncoder(codec.Options{Width: r.pic.Width, Height: r.pic.Height, FPS: r.p.s.cfg.FPS,
 				BitrateKbps: r.rung.encoderKbps(r.p.s.cfg.FPS), Preset: r.p.s.cfg.Preset, Logger: r.p.s.log})
 			if err != nil {
 				for _, old := range r.encs {
@@ -309,7 +327,8 @@ func (r *videoRun) capture(ctx context.Context) (bool, error) {
 func (r *videoRun) pointer() (cursorState, bool) {
 	cs := r.p.s.xw.cursor(r.cur.serial)
 	if cs.imageChanged {
-		r.curImg = newCursorImage(cs.w, cs.h, cs.xhot, cs.yhot, cs.argb)
+		r.curShape = cursorShape{w: cs.w, h: cs.h, xhot: cs.xhot, yhot: cs.yhot, argb: cs.argb}
+		r.curImg = r.cursorImage()
 	}
 	return cs, cs.ok != r.cur.ok || cs.x != r.cur.x || cs.y != r.cur.y || cs.serial != r.cur.serial
 }
@@ -340,7 +359,7 @@ func (r *videoRun) plan(screenChanged, cursorChanged, wantKey bool) (refining, s
 // one with the pointer taken off, and the pointer drawn where it is now.
 func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
 	if screenChanged {
-		if err := convert(&r.scaler, &r.frame, r.pic, r.g); err != nil {
+		if err := convert(&r.scaler, &r.frame, r.pic); err != nil {
 			return err
 		}
 		r.lastHash, r.have = r.frame.Hash, true
@@ -350,6 +369,11 @@ func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
 	}
 	if cs.ok && r.curImg != nil {
 		hx, hy := r.g.space.ToModel(cs.x, cs.y)
+		if r.pic.Width != r.g.vw {
+			// The size rung: video pixels (the protocol's, input's) to
+			// the pixels sent.
+			hx, hy = hx*r.pic.Width/r.g.vw, hy*r.pic.Height/r.g.vh
+		}
 		r.curImg.draw(r.pl, hx, hy, &r.under)
 	}
 	r.cur = cs
@@ -363,7 +387,7 @@ func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
 func (r *videoRun) encode(now, t0 time.Time, keys map[string]bool, refining bool) error {
 	sent := false
 	for _, e := range r.encs {
-		if keys[e.codec] {
+		if keys[e.codec] || r.newKey {
 			e.enc.ForceKeyframe()
 		}
 		data, key, err := e.enc.Encode(r.pic, now.Sub(r.start))
@@ -382,6 +406,7 @@ func (r *videoRun) encode(now, t0 time.Time, keys map[string]bool, refining bool
 		}
 		r.p.fanOut(&encFrame{codec: e.codec, data: data, key: key, at: now})
 	}
+	r.newKey = false
 	d := time.Since(t0)
 	r.p.counters.encodeNanos.Add(int64(d))
 	r.p.counters.lastEncodeNanos.Store(int64(d))
@@ -394,10 +419,86 @@ func (r *videoRun) encode(now, t0 time.Time, keys map[string]bool, refining bool
 	return nil
 }
 
-// convert turns a BGRX capture into the I420 picture, scaling when the video
-// is smaller than the screen.
-func convert(sc *codec.Scaler, f *screen.Frame, pic *codec.I420, g *geometry) error {
-	if g.vw == g.sw && g.vh == g.sh {
+// resize moves the run to the size of the rung (half or full): the picture
+// is made again at the new size from the next capture, and the encoders
+// are closed, so syncEncoders opens them at the new size, their first
+// frame a keyframe with the new size in its headers. A clean switch: no
+// frame of the old size follows one of the new.
+func (r *videoRun) resize(half bool) {
+	for _, e := range r.encs {
+		e.enc.Close()
+	}
+	r.encs = nil
+	r.pic = codec.NewI420(encodeSize(r.g, half))
+	r.pl = planesOf(r.pic)
+	r.have = false // the next step captures and converts whatever the damage says
+	r.under = saveUnder{}
+	r.rung.half = half
+	r.curImg = r.cursorImage()
+	r.cur = cursorState{} // drawn again at the new size
+	r.newKey = true
+}
+
+// encodeSize is the size sent: g's video size, or half of it.
+func encodeSize(g *geometry, half bool) (int, int) {
+	if half {
+		return halfSize(g.vw, g.vh)
+	}
+	return g.vw, g.vh
+}
+
+// cursorImage is the pointer's picture at the size sent: halved (a box
+// filter) on the size rung, where the page scales the video up twice and a
+// pointer drawn at its own size would show twice as big.
+func (r *videoRun) cursorImage() *cursorImage {
+	c := r.curShape
+	if c.argb == nil {
+		return nil
+	}
+	if r.rung.half {
+		c = c.halved()
+	}
+	return newCursorImage(c.w, c.h, c.xhot, c.yhot, c.argb)
+}
+
+// halved is c at half its width and height, each pixel the mean of the
+// (up to) four it covers. XFIXES images are premultiplied, so averaging
+// the channels is right for the edges too.
+func (c cursorShape) halved() cursorShape {
+	w, h := (c.w+1)/2, (c.h+1)/2
+	out := cursorShape{w: w, h: h, xhot: c.xhot / 2, yhot: c.yhot / 2, argb: make([]uint32, w*h)}
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			var sum [4]uint32
+			n := uint32(0)
+			for dy := 0; dy < 2; dy++ {
+				for dx := 0; dx < 2; dx++ {
+					sx, sy := 2*x+dx, 2*y+dy
+					if sx >= c.w || sy >= c.h {
+						continue
+					}
+					p := c.argb[sy*c.w+sx]
+					for k := range sum {
+						sum[k] += p >> (8 * k) & 0xff
+					}
+					n++
+				}
+			}
+			var p uint32
+			for k := range sum {
+				p |= (sum[k] + n/2) / n << (8 * k)
+			}
+			out.argb[y*w+x] = p
+		}
+	}
+	return out
+}
+
+// convert turns a BGRX capture into the I420 picture, scaling when the
+// picture is smaller than the screen (a configured video size, the size
+// rung).
+func convert(sc *codec.Scaler, f *screen.Frame, pic *codec.I420) error {
+	if pic.Width == f.Width && pic.Height == f.Height {
 		if err := codec.BGRXToI420(f.Pix, f.Stride, f.Width, f.Height, pic); err != nil {
 			return fmt.Errorf("colour conversion: %w", err)
 		}

@@ -54,7 +54,9 @@ func (s *Server) Collector() prometheus.Collector {
 		d("deskenv_stream_sent_bytes_total", "RTP payload bytes written, summed over viewers.", counter, func(st Stats) float64 { return float64(st.BytesSent) }),
 		d("deskenv_stream_target_bitrate_kbps", "Bitrate congestion control aims the shared encode at (the lowest viewer's), kbit/s.", gauge, func(st Stats) float64 { return float64(st.TargetKbps) }),
 		d("deskenv_stream_target_fps", "Frame rate congestion control allows the shared encode.", gauge, func(st Stats) float64 { return float64(st.TargetFPS) }),
-		d("deskenv_stream_rate_changes_total", "Times congestion control moved the target bitrate or frame rate.", counter, func(st Stats) float64 { return float64(st.RateChanges) }),
+		d("deskenv_stream_target_width", "Width of the video the shared encode sends (half the video size on congestion control's size rung).", gauge, func(st Stats) float64 { return float64(st.TargetWidth) }),
+		d("deskenv_stream_target_height", "Height of the video the shared encode sends.", gauge, func(st Stats) float64 { return float64(st.TargetHeight) }),
+		d("deskenv_stream_rate_changes_total", "Times congestion control moved the target bitrate, frame rate or video size.", counter, func(st Stats) float64 { return float64(st.RateChanges) }),
 	}, links: linkDescs()}
 }
 

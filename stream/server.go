@@ -69,9 +69,14 @@ type Stats struct {
 	// TargetKbps and TargetFPS are what congestion control aims the one
 	// encode at (the lowest viewer's rung); with FixedBitrate, the
 	// configured bitrate and rate.
-	TargetKbps  int    `json:"target_kbps"`
-	TargetFPS   int    `json:"target_fps"`
-	RateChanges uint64 `json:"rate_changes"` // times congestion control moved the target
+	TargetKbps int `json:"target_kbps"`
+	TargetFPS  int `json:"target_fps"`
+	// TargetWidth and TargetHeight are the size of the video sent: the
+	// hello's video size, or half of it on the size rung (input stays in
+	// the hello's size either way).
+	TargetWidth  int    `json:"target_width"`
+	TargetHeight int    `json:"target_height"`
+	RateChanges  uint64 `json:"rate_changes"` // times congestion control moved the target (bitrate, frame rate or size)
 }
 
 // Server streams one display. Create it with New, mount SignalHandler, and

@@ -90,8 +90,8 @@ type pipeline struct {
 
 func newPipeline(s *Server) *pipeline {
 	p := &pipeline{s: s, subs: map[*subscriber]struct{}{}, inUse: map[string]int{}, kick: make(chan struct{}, 1)}
-	p.target.Store(&rung{kbps: s.cfg.BitrateKbps, fps: s.cfg.FPS})
-	p.refreshGeometry()
+	r := s.startRung(p.refreshGeometry())
+	p.target.Store(&r)
 	return p
 }
 
@@ -110,6 +110,13 @@ func (p *pipeline) refreshGeometry() *geometry {
 }
 
 func (p *pipeline) geometry() *geometry { return p.geom.Load() }
+
+// targetSize is the size of the video the rung in use sends; input and the
+// hello keep to the geometry's video size whatever it is (docs/STREAM.md).
+func (p *pipeline) targetSize() (int, int) {
+	g := p.geometry()
+	return encodeSize(g, p.target.Load().half && canHalve(g.vw, g.vh))
+}
 
 // sizes is video then screen size, for the hello.
 func (p *pipeline) sizes() (vw, vh, sw, sh int) {
@@ -148,7 +155,8 @@ func (p *pipeline) subscribe(id string, out videoOut) *subscriber {
 		p.counters.starts.Add(1)
 		// A new audience starts at BitrateKbps, as its estimators do: the
 		// last audience's link says nothing about this one's.
-		p.target.Store(&rung{kbps: p.s.cfg.BitrateKbps, fps: p.s.cfg.FPS})
+		r := p.s.startRung(p.geometry())
+		p.target.Store(&r)
 		ctx, cancel := context.WithCancel(context.Background())
 		p.cancel = cancel
 		done := make(chan struct{})
@@ -244,6 +252,8 @@ func (p *pipeline) stats() Stats {
 	p.mu.Lock()
 	running := p.running
 	p.mu.Unlock()
+	target := p.target.Load()
+	tw, th := p.targetSize()
 	return Stats{
 		Encoding:        running,
 		FramesCaptured:  c.captured.Load(),
@@ -259,8 +269,10 @@ func (p *pipeline) stats() Stats {
 		BytesSent:       c.bytesSent.Load(),
 		PipelineStarts:  c.starts.Load(),
 		KeyframeRequest: c.keyRequests.Load(),
-		TargetKbps:      p.target.Load().kbps,
-		TargetFPS:       p.target.Load().fps,
+		TargetKbps:      target.kbps,
+		TargetFPS:       target.fps,
+		TargetWidth:     tw,
+		TargetHeight:    th,
 		RateChanges:     c.rateChanges.Load(),
 	}
 }

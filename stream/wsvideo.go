@@ -168,7 +168,8 @@ func newWSVideo(out chan<- []byte, cfg Config) *wsVideo {
 	if wait <= 0 {
 		wait = wsDefaultAckWait
 	}
-	return &wsVideo{out: out, ackWait: wait, minBps: cfg.MinBitrateKbps * 1000, maxBps: cfg.MaxBitrateKbps * 1000, estBps: cfg.BitrateKbps * 1000}
+	// The estimate's floor is the size rung's, as GCC's is (registerCC).
+	return &wsVideo{out: out, ackWait: wait, minBps: cfg.estimateFloorBps(), maxBps: cfg.MaxBitrateKbps * 1000, estBps: cfg.BitrateKbps * 1000}
 }
 
 // GetTargetBitrate is the estimate (bit/s), read by congestion control like
@@ -431,8 +432,8 @@ func (v *viewer) inputErrorWS(err error) {
 
 // wsLinkStats is a websocket viewer's link.
 func (v *viewer) wsLinkStats(w *wsVideo, now time.Time) LinkStats {
-	target := v.s.video.target.Load()
-	st := LinkStats{Viewer: v.id, Codec: "h264", Transport: "websocket", TargetKbps: target.kbps, TargetFPS: target.fps}
+	st := LinkStats{Viewer: v.id, Codec: "h264", Transport: "websocket"}
+	v.s.video.setTarget(&st)
 	if !v.s.cfg.FixedBitrate {
 		st.EstimateKbps = w.GetTargetBitrate() / 1000
 	}

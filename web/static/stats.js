@@ -18,7 +18,7 @@ export function isLinkKey(e) {
  */
 export async function readBrowserLink(pc, prev) {
   const now = performance.now();
-  const out = { t: now, transport: null, rttMs: null, kbps: null, fps: null, loss: null, bytes: 0, frames: 0, lost: 0, received: 0, keyframes: null };
+  const out = { t: now, transport: null, rttMs: null, kbps: null, fps: null, loss: null, bytes: 0, frames: 0, lost: 0, received: 0, keyframes: null, width: null, height: null };
   if (!pc) return out;
   const report = await pc.getStats();
   let pairId = null;
@@ -47,6 +47,8 @@ export async function readBrowserLink(pc, prev) {
     out.lost = Math.max(0, inbound.packetsLost ?? 0);
     out.received = inbound.packetsReceived ?? 0;
     out.keyframes = inbound.keyFramesDecoded ?? null;
+    out.width = inbound.frameWidth ?? null;
+    out.height = inbound.frameHeight ?? null;
     // Rates over the interval since the last reading, not since the start:
     // a link that got worse a minute ago must show it now. A counter that
     // went backwards is a new peer connection: no rate until the next one.
@@ -71,7 +73,8 @@ export async function readBrowserLink(pc, prev) {
 export function readWSLink(c, rttMs, prev) {
   const now = performance.now();
   const out = { t: now, transport: 'websocket', rttMs: rttMs ?? null, kbps: null, fps: null, loss: null,
-    bytes: c.bytesReceived, frames: c.framesDecoded, lost: 0, received: 0, keyframes: c.keyframes };
+    bytes: c.bytesReceived, frames: c.framesDecoded, lost: 0, received: 0, keyframes: c.keyframes,
+    width: c.width || null, height: c.height || null };
   const dt = prev ? (now - prev.t) / 1000 : 0;
   if (prev && dt > 0.2 && out.bytes >= prev.bytes && out.frames >= prev.frames) {
     out.kbps = ((out.bytes - prev.bytes) * 8) / 1000 / dt;
@@ -85,6 +88,9 @@ const num = (v, digits = 0) => (typeof v === 'number' && Number.isFinite(v) ? v.
 const unit = (v, u, digits = 0) => (typeof v === 'number' && Number.isFinite(v) ? `${v.toFixed(digits)} ${u}` : dash);
 // Loopback round trips are a fraction of a millisecond: keep them readable.
 const ms = (v) => unit(v, 'ms', typeof v === 'number' && v < 10 ? 2 : 0);
+// A video size; the server's is the size it sends, which congestion control
+// halves on a thin link (docs/STREAM.md).
+const size = (w, h) => (w > 0 && h > 0 ? `${w}×${h}` : dash);
 const pct = (v) => (typeof v === 'number' && Number.isFinite(v) ? `${(v * 100).toFixed(1)} %` : dash);
 
 // The rows: each has a cell for the browser's view and one for the
@@ -96,6 +102,7 @@ const ROWS = [
   ['fps', 'frames/s'],
   ['loss', 'loss'],
   ['target', 'target'],
+  ['size', 'video size'],
   ['estimate', 'estimate'],
   ['keyframes', 'keyframes'],
 ];
@@ -217,6 +224,7 @@ export class LinkPanel {
     set('loss', r?.loss == null ? dash : `${pct(r.loss)} (${r.lost} lost)`,
       l ? `${pct(l.loss)} (${l.packets_lost} lost)` : dash);
     set('target', dash, l ? `${l.target_kbps} kbit/s at ${l.target_fps} fps` : dash);
+    set('size', size(r?.width, r?.height), size(l?.target_width, l?.target_height));
     set('estimate', dash, !l ? dash : cc === false ? 'off (fixed bitrate)' : unit(l.estimate_kbps, 'kbit/s'));
     set('keyframes', num(r?.keyframes), l ? num(l.keyframes_total) : dash);
   }

@@ -59,6 +59,17 @@ export function codecFromSPS(au) {
 }
 
 /**
+ * spsOf is the access unit's sequence parameter set as a string of its
+ * bytes (to compare), or null if it has none.
+ */
+export function spsOf(au) {
+  for (const n of nalUnits(au)) {
+    if ((n[0] & 0x1f) === 7) return Array.from(n, hex2).join('');
+  }
+  return null;
+}
+
+/**
  * WSVideo decodes the websocket's video into a <video> element and
  * acknowledges each frame (ack(seq, decodeMs)), which is how the server
  * paces this transport.
@@ -71,6 +82,7 @@ export class WSVideo {
     this.log = log;
     this.onError = onError;
     this.codec = null;
+    this.sps = null; // the last sequence parameter set, as hex
     this.waitKey = true;
     this.pending = new Map(); // decoder timestamp -> {seq, recvAt}
     this.closed = false;
@@ -118,11 +130,16 @@ export class WSVideo {
     c.bytesReceived += buf.byteLength;
     if (f.key) {
       c.keyframes++;
+      // A new SPS (congestion control's size rung opens the encoder again
+      // at another size, docs/STREAM.md) starts the decoder afresh at this
+      // keyframe: the decoder is not left to notice the size by itself.
       const codec = codecFromSPS(f.au);
-      if (codec && codec !== this.codec) {
+      const sps = spsOf(f.au);
+      if (codec && (codec !== this.codec || sps !== this.sps)) {
         this.decoder.configure({ codec, optimizeForLatency: true });
+        if (codec !== this.codec) this.log(`websocket video: ${codec}`);
         this.codec = codec;
-        this.log(`websocket video: ${codec}`);
+        this.sps = sps;
       }
       this.waitKey = false;
     }
