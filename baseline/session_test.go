@@ -15,8 +15,9 @@ import (
 	"github.com/deskenv/deskenv/internal/testrig"
 )
 
-// TestResetKeepsThePanel resets the desktop session: the panel is the same
-// process before and after (a reset does not restart it) and its window is
+// TestResetKeepsThePanel resets the desktop session: the panel and the
+// window manager are the same processes before and after (a reset does not
+// restart them) and the panel's window is
 // among the windows the reset brings back; what a launcher started goes;
 // the home skeleton's LibreOffice profile is there again after the agent
 // deleted it.
@@ -34,7 +35,7 @@ func TestResetKeepsThePanel(t *testing.T) {
 	if key := ClassKey(b.Windows()); !strings.Contains(key, "tint2") || !strings.Contains(key, "XTerm") {
 		t.Fatalf("baseline windows %q, want the panel's and the xterm's", key)
 	}
-	pids := d.PanelPIDs()
+	pids, wm := d.PanelPIDs(), d.WindowManagerPID()
 	if len(pids) != 1 {
 		t.Fatalf("panel processes %v, want one", pids)
 	}
@@ -50,6 +51,9 @@ func TestResetKeepsThePanel(t *testing.T) {
 	}
 	if got := d.PanelPIDs(); len(got) != 1 || got[0] != pids[0] {
 		t.Fatalf("panel processes %v after the reset, want the same process %d", got, pids[0])
+	}
+	if got := d.WindowManagerPID(); !rep.WindowManagerKept || got != wm {
+		t.Errorf("window manager %d after the reset (kept: %v, %s), want %d kept beside the panel", got, rep.WindowManagerKept, rep.WindowManagerWhy, wm)
 	}
 	if !rep.WindowsMatched {
 		t.Errorf("windows after the reset %q, want the baseline's %q", ClassKey(rep.WindowsAfter), ClassKey(b.Windows()))

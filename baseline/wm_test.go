@@ -45,7 +45,7 @@ func TestResetKeepsTheWindowManager(t *testing.T) {
 	if desktops == ^uint32(0) || desktops < 2 {
 		t.Fatalf("the baseline has %d desktops, want openbox's default of several", desktops)
 	}
-	conf := x.text("_OB_CONFIG_FILE")
+	conf, names := x.text("_OB_CONFIG_FILE"), x.text("_NET_DESKTOP_NAMES")
 	if !strings.HasPrefix(conf, "/") || strings.HasPrefix(conf, home) {
 		t.Fatalf("openbox reads %q, want deskenv's configuration outside home", conf)
 	}
@@ -82,6 +82,11 @@ func TestResetKeepsTheWindowManager(t *testing.T) {
 				t.Fatal(err)
 			}
 			testrig.WaitFor(t, "the desktop shown", func() bool { return x.cardinal("_NET_SHOWING_DESKTOP") == 1 })
+		}, true},
+		{"desktops renamed", func(t *testing.T, pid int) {
+			names := x.atom("_NET_DESKTOP_NAMES")
+			xproto.ChangeProperty(x.conn, xproto.PropModeReplace, x.root, names, x.atom("UTF8_STRING"), 8, 9, []byte("agent\x00was"))
+			testrig.WaitFor(t, "the new names", func() bool { return strings.HasPrefix(x.text("_NET_DESKTOP_NAMES"), "agent") })
 		}, true},
 		{"hostile rc.xml in home, reconfigured", func(t *testing.T, pid int) {
 			rc := filepath.Join(home, ".config", "openbox", "rc.xml")
@@ -140,6 +145,9 @@ func TestResetKeepsTheWindowManager(t *testing.T) {
 				if got := x.cardinal(name); got != want {
 					t.Errorf("%s is %d after the reset, want %d", name, got, want)
 				}
+			}
+			if got := x.text("_NET_DESKTOP_NAMES"); got != names {
+				t.Errorf("the desktops are named %q after the reset, want %q", got, names)
 			}
 			if got := x.text("_OB_CONFIG_FILE"); got != conf {
 				t.Errorf("openbox reads %q after the reset, want %q", got, conf)
