@@ -2,8 +2,9 @@ package hci
 
 import (
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/fanout"
 )
 
 // Source says who sent an action or input event.
@@ -72,19 +73,14 @@ type Input struct {
 // Bus fans events out to subscribers. Publishing never blocks: a subscriber
 // whose buffer is full loses the event, and the loss is counted.
 type Bus struct {
-	mu      sync.Mutex
-	seq     uint64
-	subs    map[*subscription]struct{}
-	closed  bool
-	dropped atomic.Uint64
+	// mu numbers events and publishes them in one step, so subscribers
+	// see Seq rising even when several goroutines publish at once.
+	mu  sync.Mutex
+	seq uint64
+	fan *fanout.Bus[Event]
 }
 
-type subscription struct {
-	ch   chan Event
-	once sync.Once
-}
-
-func newBus() *Bus { return &Bus{subs: map[*subscription]struct{}{}} }
+func newBus() *Bus { return &Bus{fan: fanout.New[Event](DefaultBusBuffer)} }
 
 // DefaultBusBuffer is the buffer of a subscription asked for with buffer <= 0.
 const DefaultBusBuffer = 1024
@@ -93,27 +89,7 @@ const DefaultBusBuffer = 1024
 // function that ends the subscription and closes the channel. The channel is
 // also closed when the executor closes. Keep up: with buffer events pending,
 // further events are dropped for this subscriber (see Dropped).
-func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) {
-	if buffer <= 0 {
-		buffer = DefaultBusBuffer
-	}
-	s := &subscription{ch: make(chan Event, buffer)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		close(s.ch)
-		return s.ch, func() {}
-	}
-	b.subs[s] = struct{}{}
-	return s.ch, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if _, ok := b.subs[s]; ok {
-			delete(b.subs, s)
-			s.once.Do(func() { close(s.ch) })
-		}
-	}
-}
+func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) { return b.fan.Subscribe(buffer) }
 
 // Seq is the sequence number of the last event published, so a subscriber
 // can tell when it has caught up with everything published so far.
@@ -124,43 +100,21 @@ func (b *Bus) Seq() uint64 {
 }
 
 // Dropped counts events lost by slow subscribers since the bus started.
-func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
+func (b *Bus) Dropped() uint64 { return b.fan.Dropped() }
 
 // Subscribers is the number of live subscriptions.
-func (b *Bus) Subscribers() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.subs)
-}
+func (b *Bus) Subscribers() int { return b.fan.Subscribers() }
 
 // publish numbers ev and offers it to every subscriber without waiting.
+// Events are numbered after the bus closes too: Seq counts what the
+// executor did, whether or not anyone heard of it.
 func (b *Bus) publish(ev Event) Event {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	ev.Seq = b.seq
-	if b.closed {
-		return ev
-	}
-	for s := range b.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			b.dropped.Add(1)
-		}
-	}
+	b.fan.Publish(ev)
 	return ev
 }
 
-func (b *Bus) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	b.closed = true
-	for s := range b.subs {
-		s.once.Do(func() { close(s.ch) })
-	}
-	b.subs = nil
-}
+func (b *Bus) close() { b.fan.Close() }

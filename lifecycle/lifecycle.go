@@ -13,9 +13,9 @@
 package lifecycle
 
 import (
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/fanout"
 )
 
 // Kind says what happened.
@@ -95,44 +95,16 @@ const DefaultBuffer = 64
 // Bus carries lifecycle events from their publishers to every subscriber.
 // The zero value is not usable; call NewBus.
 type Bus struct {
-	mu      sync.Mutex
-	subs    map[*sub]struct{}
-	closed  bool
-	dropped atomic.Uint64
-}
-
-type sub struct {
-	ch   chan Event
-	once sync.Once
+	fan *fanout.Bus[Event]
 }
 
 // NewBus returns an open bus with no subscribers.
-func NewBus() *Bus { return &Bus{subs: map[*sub]struct{}{}} }
+func NewBus() *Bus { return &Bus{fan: fanout.New[Event](DefaultBuffer)} }
 
 // Subscribe returns a channel of every event published from now on and a
 // function that ends the subscription and closes the channel. The channel
 // is also closed when the bus closes.
-func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) {
-	if buffer <= 0 {
-		buffer = DefaultBuffer
-	}
-	s := &sub{ch: make(chan Event, buffer)}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		close(s.ch)
-		return s.ch, func() {}
-	}
-	b.subs[s] = struct{}{}
-	return s.ch, func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if _, ok := b.subs[s]; ok {
-			delete(b.subs, s)
-			s.once.Do(func() { close(s.ch) })
-		}
-	}
-}
+func (b *Bus) Subscribe(buffer int) (<-chan Event, func()) { return b.fan.Subscribe(buffer) }
 
 // Publish sends ev to every subscriber without waiting for any; Time is set
 // to now when zero. Publishing on a closed bus does nothing.
@@ -140,34 +112,14 @@ func (b *Bus) Publish(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return
-	}
-	for s := range b.subs {
-		select {
-		case s.ch <- ev:
-		default:
-			b.dropped.Add(1)
-		}
-	}
+	b.fan.Publish(ev)
 }
 
 // Dropped counts events a subscriber lost because its buffer was full.
-func (b *Bus) Dropped() uint64 { return b.dropped.Load() }
+func (b *Bus) Dropped() uint64 { return b.fan.Dropped() }
 
 // Close ends every subscription. It is safe to call more than once.
 func (b *Bus) Close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
-		return nil
-	}
-	b.closed = true
-	for s := range b.subs {
-		s.once.Do(func() { close(s.ch) })
-		delete(b.subs, s)
-	}
+	b.fan.Close()
 	return nil
 }
