@@ -155,6 +155,12 @@ func (e *Executor) pressTyped(ctx context.Context, x *xconn, sym Keysym, src Sou
 	if err != nil {
 		return err
 	}
+	return e.pressResolved(ctx, x, sym, code, shift, src, p)
+}
+
+// pressResolved is pressTyped with sym's key already found (resolveTyped):
+// code, and shift when it is on the shifted level.
+func (e *Executor) pressResolved(ctx context.Context, x *xconn, sym Keysym, code xproto.Keycode, shift bool, src Source, p *pressed) error {
 	if shift && !e.shiftHeld() {
 		sc, _, err := e.resolveTyped(ctx, x, KeysymShiftL)
 		if err != nil {
@@ -310,7 +316,13 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 						return err
 					}
 				}
-				if code, _, err := e.resolveTyped(ctx, x, sym); err == nil && code == last && e.opt.TypeDelay < repeatGap {
+				// The key is found once, for the repeat gap and the press:
+				// nothing between them reloads the keymap (only locked does).
+				code, shift, err := e.resolveTyped(ctx, x, sym)
+				if err != nil {
+					return fmt.Errorf("character %d (%s): %w", i+j, sym, err)
+				}
+				if code == last && e.opt.TypeDelay < repeatGap {
 					if _, _, err := e.sync(ctx, x); err != nil {
 						return err
 					}
@@ -319,7 +331,7 @@ func (e *Executor) typeText(ctx context.Context, text string, src Source) error 
 					}
 				}
 				var p pressed
-				err := e.pressTyped(ctx, x, sym, src, &p)
+				err = e.pressResolved(ctx, x, sym, code, shift, src, &p)
 				if len(p.codes) > 0 {
 					last = p.codes[len(p.codes)-1]
 				}
