@@ -86,6 +86,8 @@ func (b *Desktop) keepWM(x *xsession, rep *Report) []int {
 	if chk.Keep {
 		if what := x.grabbed(); what != "" {
 			chk.Keep, chk.Why = false, "it holds the "+what+" (a menu, a move or a window switch left open)"
+		} else if w := x.windowOf(chk.Window); w != "" {
+			chk.Keep, chk.Why = false, "it shows a window of its own ("+w+"), a prompt or a dialog the agent left open"
 		}
 	}
 	rep.WindowManagerKept, rep.WindowManagerReconfigure, rep.wmWindow = chk.Keep, chk.Keep && chk.Reconfigure, chk.Window

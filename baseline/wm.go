@@ -134,3 +134,22 @@ func (s *xsession) grabbed() string {
 	xproto.UngrabPointer(s.conn, xproto.TimeCurrentTime)
 	return ""
 }
+
+// windowOf names a window the window manager manages that is its own ("" when
+// there is none): a prompt (openbox asks before it exits), which carries no
+// WM_CLASS or _NET_WM_PID. A window is the client's whose resource base it
+// shares with own, the window that holds the window manager selection.
+func (s *xsession) windowOf(own xproto.Window) string {
+	mask := xproto.Setup(s.conn).ResourceIdMask
+	r, err := xproto.GetProperty(s.conn, false, s.root, s.atom("_NET_CLIENT_LIST"), xproto.AtomWindow, 0, 1<<16).Reply()
+	if err != nil {
+		return "its windows could not be listed"
+	}
+	for i := 0; i+4 <= len(r.Value) && r.Format == 32; i += 4 {
+		w := xproto.Window(xgb.Get32(r.Value[i:]))
+		if uint32(w)&^mask == uint32(own)&^mask {
+			return fmt.Sprintf("window %#x", uint32(w))
+		}
+	}
+	return ""
+}

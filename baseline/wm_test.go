@@ -25,7 +25,7 @@ import (
 // (framed). The window manager is the same process after what the agent
 // can do to a live one through X (it is put back), and a new one after
 // what leaves it unfit (stopped, killed, restarted in place, holding a
-// grab).
+// grab, showing a prompt of its own).
 func TestResetKeepsTheWindowManager(t *testing.T) {
 	testrig.NeedTools(t, "xdotool")
 	ctx := testrig.Context(t, 2*time.Minute)
@@ -104,6 +104,15 @@ func TestResetKeepsTheWindowManager(t *testing.T) {
 			w, h := d.Size()
 			agent(t, "xdotool", "mousemove", "--sync", strconv.Itoa(w-40), strconv.Itoa(h-40), "click", "3")
 			testrig.WaitFor(t, "openbox to grab for its menu", func() bool { return x.grabbed() != "" })
+		}, false},
+		{"its exit prompt left open", func(t *testing.T, pid int) {
+			// The root menu's last item is Exit, which asks first.
+			w, h := d.Size()
+			agent(t, "xdotool", "mousemove", "--sync", strconv.Itoa(w-40), strconv.Itoa(h-40), "click", "3")
+			testrig.WaitFor(t, "openbox to grab for its menu", func() bool { return x.grabbed() != "" })
+			agent(t, "xdotool", "key", "Up", "Return")
+			own := d.CheckWindowManager().Window
+			testrig.WaitFor(t, "openbox's prompt", func() bool { return x.windowOf(own) != "" })
 		}, false},
 		{"stopped", func(t *testing.T, pid int) {
 			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
