@@ -73,6 +73,120 @@ const minHalfSide = 64
 // hysteresis edges must not turn into a keyframe storm.
 const sizeHold = 2 * time.Second
 
+// sizeUpAfter is how long a step up in size must stay due before it is
+// taken. The estimate can leap for a moment just after the size went down:
+// half size sends less, so the loss average falls and the target returns to
+// the delay-based estimate, which has not yet seen the thin link. Measured
+// in Chromium behind tc tbf at 150 kbit/s (TestBrowserSizeSwitch): 138 ->
+// 618 kbit/s 2.3 s after the switch, and down again in 0.3 s once the full
+// size overshot. A link that really recovered stays above the threshold;
+// going down is never delayed.
+//
+// The estimate can also stay wrong for longer: on a link that drops rather
+// than queues, the delay-based estimate hardly falls, and once loss averages
+// under severeLoss the target is that estimate again (2.8 Mbit/s on the 150
+// kbit/s link above). So a step up undone within sizeJudge doubles the wait
+// for the next, up to sizeMaxWait, as TCP's backoff does: a link that
+// cannot carry full size costs a keyframe and a moment of overshoot at
+// longer and longer intervals, not every few seconds; a step up that holds
+// for sizeJudge sets the wait back.
+const (
+	sizeUpAfter = 4 * time.Second
+	sizeJudge   = 10 * time.Second
+	sizeMaxWait = 64 * time.Second
+)
+
+// idleShare: a stream that sends less than this share of the estimate is
+// application-limited, and its estimate says little about the link. pion's
+// GCC then cannot grow: near the rate of its last cut it caps the estimate
+// at 1.5 times what arrived, so a quiet desktop at half size (a few kbit/s)
+// holds the estimate at its floor however wide the link has become (seen in
+// TestBrowserSizeSwitch: 75 kbit/s for 90 s on a 20 Mbit/s link while 7
+// kbit/s were sent). A half-size stream that is idle this way probes: it
+// steps up to full size after the same wait, and stays there unless the
+// estimate falls (estimateFallShare), which is what a link too thin for it
+// does, where an idle one lets the estimate grow on the larger stream.
+const (
+	idleShare         = 0.5
+	estimateFallShare = 0.85
+)
+
+// sizeGate decides when the size changes, around what the ladder says: a
+// step up (the ladder's, or a probe on an idle stream) after the present
+// wait without a break, a step down at once, and the backoff between steps
+// up that did not hold.
+type sizeGate struct {
+	upSince  time.Time     // when a step up became due; zero when none is
+	wait     time.Duration // the present wait; zero means sizeUpAfter
+	upAt     time.Time     // the last step up, while it is judged (sizeJudge)
+	probeEst int           // the estimate (bit/s) when a probe stepped up; 0 when not probing
+}
+
+// half is the size to use: cur is the one in use (true: half), ladderHalf
+// what the ladder says for est (bit/s), idle whether the stream sends well
+// under the estimate.
+func (g *sizeGate) half(now time.Time, cur, ladderHalf, idle bool, est int) bool {
+	if g.wait == 0 {
+		g.wait = sizeUpAfter
+	}
+	if !g.upAt.IsZero() && now.Sub(g.upAt) >= sizeJudge {
+		g.upAt, g.wait = time.Time{}, sizeUpAfter // the last step up held
+	}
+	if !cur {
+		down := ladderHalf
+		if g.probeEst > 0 {
+			if !ladderHalf {
+				g.probeEst = 0 // the estimate caught up: an ordinary full size now
+			}
+			down = ladderHalf && float64(est) < estimateFallShare*float64(g.probeEst)
+		}
+		if !down {
+			return false
+		}
+		if !g.upAt.IsZero() {
+			g.wait = min(2*g.wait, sizeMaxWait) // the step up did not hold
+		}
+		g.upAt, g.probeEst = time.Time{}, 0
+		return true
+	}
+	if ladderHalf && !idle {
+		g.upSince = time.Time{}
+		return true
+	}
+	if g.upSince.IsZero() {
+		g.upSince = now
+	}
+	if now.Sub(g.upSince) < g.wait {
+		return true
+	}
+	g.upSince, g.upAt = time.Time{}, now
+	if ladderHalf {
+		g.probeEst = max(1, est)
+	}
+	return false
+}
+
+// encodedRate is what the encoders produce, per encoder, smoothed over
+// about a second: read at each adaptation from the bytes-encoded counter.
+type encodedRate struct {
+	at    time.Time
+	bytes uint64
+	kbps  float64
+}
+
+// update takes the counter (bytes of all encoders, encoders of them) and
+// returns the rate in kbit/s; 0 until two readings.
+func (m *encodedRate) update(now time.Time, total uint64, encoders int) float64 {
+	if !m.at.IsZero() && total >= m.bytes {
+		if dt := now.Sub(m.at).Seconds(); dt > 0 {
+			k := float64(total-m.bytes) * 8 / 1000 / dt / float64(max(1, encoders))
+			m.kbps = 0.6*m.kbps + 0.4*k
+		}
+	}
+	m.at, m.bytes = now, total
+	return m.kbps
+}
+
 // rung is what the encoder is set to: the bitrate the viewers should get,
 // the frame rate the loop sends at and whether the video goes at half its
 // width and height.
@@ -290,6 +404,14 @@ func (r *videoRun) adapt(now time.Time) {
 	cfg := r.p.s.cfg
 	hold := !r.sizeAt.IsZero() && now.Sub(r.sizeAt) < sizeHold
 	next := r.p.s.limits(r.g, hold).next(r.rung, est)
+	sent := r.encoded.update(now, r.p.counters.bytesEncoded.Load(), len(r.encs))
+	// A ceiling under the way back up leaves nothing to probe for.
+	idle := float64(est)/1000*idleShare > sent && float64(cfg.MaxBitrateKbps)*estimateHeadroom >= halfSizeKbps*upHysteresis
+	if half := r.sizeGate.half(now, r.rung.half, next.half, idle, est); half != next.half {
+		at := r.rung
+		at.half = half
+		next = r.p.s.limits(r.g, true).next(at, est) // the gate's size, the ladder's rate
+	}
 	if next == r.rung {
 		return
 	}

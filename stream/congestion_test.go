@@ -2,6 +2,7 @@ package stream
 
 import (
 	"testing"
+	"time"
 
 	"github.com/pion/interceptor/pkg/cc"
 )
@@ -85,6 +86,92 @@ func TestSizeLadder(t *testing.T) {
 				t.Errorf("next(%+v, %d) = %+v, want %+v", tt.prev, tt.estBps, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestSizeGate: a step up in size waits until it has been due for
+// sizeUpAfter without a break; a step up undone within sizeJudge doubles
+// the next wait (up to sizeMaxWait), one that holds sets it back; a step
+// down is never held. An idle stream at half size probes full size after
+// the same wait and keeps it unless the estimate falls.
+func TestSizeGate(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type step struct {
+		at               float64 // seconds
+		cur, ladder, idl bool    // sizes: true is half
+		est              int     // kbit/s
+		want             bool
+	}
+	const H, F = true, false
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"down at once, up after the wait without a break", []step{
+			{0, F, H, false, 150, H},
+			{1, H, H, false, 200, H},
+			{2, H, F, false, 400, H}, // due: the wait starts
+			{5, H, F, false, 400, H}, // 3 s
+			{5.5, H, H, false, 250, H},
+			{6, H, F, false, 400, H}, // starts again
+			{9.9, H, F, false, 400, H},
+			{10, H, F, false, 420, F}, // 4 s without a break
+		}},
+		{"a step up undone doubles the wait, one that holds sets it back", []step{
+			{0, H, F, false, 400, H},
+			{4, H, F, false, 400, F}, // up
+			{7, F, H, false, 150, H}, // undone within 10 s: 8 s now
+			{8, H, F, false, 400, H}, //
+			{15.9, H, F, false, 400, H},
+			{16, H, F, false, 400, F}, // 8 s: up
+			{25, F, H, false, 150, H}, // undone 9 s later: 16 s now
+			{26, H, F, false, 400, H},
+			{41.9, H, F, false, 400, H},
+			{42, H, F, false, 400, F}, // 16 s
+			{53, F, F, false, 900, F}, // held 11 s: the wait is back to 4 s
+			{54, F, H, false, 150, H}, // down long after: no doubling
+			{55, H, F, false, 400, H},
+			{59, H, F, false, 400, F}, // 4 s
+		}},
+		{"an idle stream probes, and keeps full size while the estimate holds", []step{
+			{0, H, H, true, 75, H},
+			{3.9, H, H, true, 75, H},
+			{4, H, H, true, 75, F},    // the probe
+			{5, F, H, false, 70, F},   // the ladder says half but the estimate did not fall
+			{8, F, H, false, 200, F},  //
+			{9, F, F, false, 400, F},  // the estimate caught up: an ordinary full size
+			{20, F, H, false, 200, H}, // from here the ladder decides again
+		}},
+		{"a probe the link cannot carry goes back down and backs off", []step{
+			{0, H, H, true, 140, H},
+			{4, H, H, true, 140, F},  // the probe
+			{5, F, H, false, 110, H}, // the estimate fell under 85 %: down, the wait doubles
+			{6, H, H, true, 120, H},
+			{13.9, H, H, true, 120, H},
+			{14, H, H, true, 120, F}, // 8 s
+		}},
+		{"a busy stream at half size on a thin link does not probe", []step{
+			{0, H, H, false, 140, H},
+			{30, H, H, false, 140, H},
+			{60, H, H, false, 140, H},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g sizeGate
+			for i, st := range tt.steps {
+				at := t0.Add(time.Duration(st.at * float64(time.Second)))
+				if got := g.half(at, st.cur, st.ladder, st.idl, st.est*1000); got != st.want {
+					t.Errorf("step %d at %vs: half(cur %v, ladder %v, idle %v, %d kbit/s) = %v, want %v", i, st.at, st.cur, st.ladder, st.idl, st.est, got, st.want)
+				}
+			}
+		})
+	}
+	// The backoff stops at sizeMaxWait.
+	g := sizeGate{wait: sizeMaxWait, upAt: t0}
+	g.half(t0.Add(time.Second), false, true, false, 150_000)
+	if g.wait != sizeMaxWait {
+		t.Errorf("after a failed step up at the longest wait the wait is %v, want %v", g.wait, sizeMaxWait)
 	}
 }
 

@@ -127,8 +127,10 @@ type videoRun struct {
 	lastAdapt time.Time
 	// sizeAt is when the size last changed (sizeHold); newKey makes the
 	// next frame of every encoder a keyframe, after a change of size.
-	sizeAt time.Time
-	newKey bool
+	sizeAt   time.Time
+	newKey   bool
+	sizeGate sizeGate
+	encoded  encodedRate
 }
 
 // cursorShape is the pointer's picture from XFIXES.

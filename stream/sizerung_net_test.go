@@ -221,9 +221,9 @@ func TestSizeFollowsLink(t *testing.T) {
 
 	link.tbf.SetRate(4_000_000)
 	t2 := time.Now()
-	up, ok := watchTarget(e, 60*time.Second, func(st Stats) bool { return st.TargetWidth == 640 })
+	up, ok := watchTarget(e, 90*time.Second, func(st Stats) bool { return st.TargetWidth == 640 })
 	if !ok {
-		t.Fatalf("the link went back to 4 Mbit/s but after 60 s the target is %dx%d at %d kbit/s: want 640x480", up.TargetWidth, up.TargetHeight, up.TargetKbps)
+		t.Fatalf("the link went back to 4 Mbit/s but after 90 s the target is %dx%d at %d kbit/s: want 640x480", up.TargetWidth, up.TargetHeight, up.TargetKbps)
 	}
 	t.Logf("back to 4 Mbit/s: %dx%d at %d kbit/s %d fps after %v", up.TargetWidth, up.TargetHeight, up.TargetKbps, up.TargetFPS, time.Since(t2).Round(time.Millisecond))
 	if !waitCond(20*time.Second, func() bool {
