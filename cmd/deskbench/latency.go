@@ -1,25 +1,20 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -98,34 +93,15 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if c.samples < 1 || c.motion <= 0 || c.idle <= 0 {
 		return fmt.Errorf("-samples must be at least 1 and -motion, -idle positive (got %d, %s, %s)", c.samples, c.motion, c.idle)
 	}
-	dir, err := browser.FindDir()
+	dir, err := findBrowser()
 	if err != nil {
 		return err
 	}
-	if err := browser.CheckDeps(dir); err != nil {
-		return err
-	}
-
-	d, err := display.Start(ctx, display.Config{Width: c.width, Height: c.height, WindowManager: []string{}, Apps: [][]string{}})
+	b, err := startBench(ctx, dir, c.width, c.height, c.verbose, stderr)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	probe, err := xprobe.Open(d.Name(), xprobe.Options{Background: background})
-	if err != nil {
-		return err
-	}
-	defer probe.Close()
-
-	var drvErr io.Writer
-	if c.verbose {
-		drvErr = stderr
-	}
-	drv, err := browser.Start(ctx, browser.Options{Dir: dir, Stderr: drvErr})
-	if err != nil {
-		return err
-	}
-	defer drv.Close()
+	defer b.Close()
 
 	var results []stackResult
 	for _, stack := range splitComma(c.stacks) {
@@ -133,11 +109,11 @@ func runLatency(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		var r stackResult
 		switch stack {
 		case "deskenv":
-			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr, false)
+			r, err = measureDeskenv(ctx, c, b, stderr, false)
 		case "deskenv-ws":
-			r, err = measureDeskenv(ctx, c, d, probe, drv, dir, stderr, true)
+			r, err = measureDeskenv(ctx, c, b, stderr, true)
 		case "novnc":
-			r, err = measureNoVNC(ctx, c, d, probe, drv, dir, stderr)
+			r, err = measureNoVNC(ctx, c, b, stderr)
 		default:
 			err = fmt.Errorf("-stacks: unknown stack %q (use deskenv, deskenv-ws, novnc)", stack)
 		}
@@ -166,78 +142,15 @@ func splitComma(s string) []string {
 	return out
 }
 
-// child is a server process of one stack.
-type child struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-}
-
-func (ch *child) stop() {
-	if ch == nil || ch.cmd.Process == nil {
-		return
-	}
-	ch.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-ch.done:
-	case <-time.After(5 * time.Second):
-		ch.cmd.Process.Kill()
-		<-ch.done
-	}
-}
-
-// startServeChild runs this binary's latency-serve in its own process and
-// waits for the URL it serves.
-func startServeChild(ctx context.Context, stderr io.Writer, args ...string) (*child, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self, append([]string{latencyServeCmd}, args...)...)
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", latencyServeCmd, err)
-	}
-	ch := &child{cmd: cmd, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(ch.done) }()
-	urlc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if u, ok := strings.CutPrefix(sc.Text(), "URL "); ok {
-				urlc <- u
-			}
-		}
-	}()
-	select {
-	case ch.url = <-urlc:
-		return ch, nil
-	case <-ch.done:
-		return nil, fmt.Errorf("%s %s exited before serving (see its messages above)", latencyServeCmd, strings.Join(args, " "))
-	case <-time.After(30 * time.Second):
-		ch.stop()
-		return nil, fmt.Errorf("%s did not start serving within 30 s", latencyServeCmd)
-	case <-ctx.Done():
-		ch.stop()
-		return nil, ctx.Err()
-	}
-}
-
 // measureDeskenv measures deskenv's page over WebRTC, or with ws over the
 // websocket fallback (?transport=websocket).
-func measureDeskenv(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer, ws bool) (stackResult, error) {
+func measureDeskenv(ctx context.Context, c latencyConfig, b *bench, stderr io.Writer, ws bool) (stackResult, error) {
 	r := stackResult{Stack: "deskenv (WebRTC H.264)"}
-	page, want := "deskenv", "webrtc"
+	page, transport := "deskenv", "webrtc"
 	if ws {
-		r.Stack, page, want = "deskenv (websocket H.264, WebCodecs)", "deskenv-ws", "websocket"
+		r.Stack, page, transport = "deskenv (websocket H.264, WebCodecs)", "deskenv-ws", "websocket"
 	}
-	srv, err := startServeChild(ctx, stderr, "-mode", "deskenv", "-display", d.Name(),
-		"-fps", strconv.Itoa(c.fps), "-bitrate", strconv.Itoa(c.bitrate))
+	srv, err := startServeChild(ctx, stderr, deskenvServeArgs(b.d.Name(), c.fps, c.bitrate)...)
 	if err != nil {
 		return r, err
 	}
@@ -253,99 +166,36 @@ func measureDeskenv(ctx context.Context, c latencyConfig, d *display.Display, pr
 		pu.RawQuery = q.Encode()
 		u = pu.String()
 	}
-	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": u, "width": c.width, "height": c.height + 30}, nil); err != nil {
+	v := deskenvView(transport)
+	closePage, err := openPage(ctx, b.drv, page, u, c.width, c.height+30, v, 20*time.Second)
+	if err != nil {
 		return r, err
 	}
-	defer drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
-	if err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 20000,
-		"expr": `window.deskenv && deskenv.state === 'connected' && deskenv.session.transport === '` + want + `' && deskenv.video.videoWidth > 0`}, nil); err != nil {
-		return r, fmt.Errorf("the page did not connect and play: %w", err)
-	}
+	defer closePage()
 	decoded := func() (float64, error) {
 		var s struct{ FramesDecoded float64 }
-		err := drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskenv.stats()`}, &s)
+		err := b.drv.Do(ctx, "eval", map[string]any{"page": page, "expr": `deskenv.stats()`}, &s)
 		return s.FramesDecoded, err
 	}
-	return measure(ctx, c, probe, drv, page, "video", "#video", srv.cmd.Process.Pid, d, decoded, r)
+	return measure(ctx, c, b, page, v, srv.pid(), decoded, r)
 }
 
-func measureNoVNC(ctx context.Context, c latencyConfig, d *display.Display, probe *xprobe.Probe, drv *browser.Driver, dir string, stderr io.Writer) (stackResult, error) {
+func measureNoVNC(ctx context.Context, c latencyConfig, b *bench, stderr io.Writer) (stackResult, error) {
 	r := stackResult{Stack: "x11vnc + noVNC"}
-	if _, err := exec.LookPath("x11vnc"); err != nil {
-		return r, errors.New("x11vnc is not installed: run scripts/install-deps.sh test")
-	}
-	port, err := freePort()
+	st, err := startNoVNC(ctx, b.d, b.dir, stderr)
 	if err != nil {
 		return r, err
 	}
-	// x11vnc as a person would start it for one local viewer; its defaults
-	// use XDamage to find changes.
-	vnc := exec.Command("x11vnc", "-display", d.Name(), "-rfbport", strconv.Itoa(port), "-localhost",
-		"-nopw", "-forever", "-shared", "-quiet", "-noxrecord", "-noncache")
-	vnc.Stderr = nil
-	vnc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := vnc.Start(); err != nil {
-		return r, fmt.Errorf("start x11vnc: %w", err)
-	}
-	vncDone := make(chan struct{})
-	go func() { vnc.Wait(); close(vncDone) }()
-	defer func() {
-		vnc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-vncDone:
-		case <-time.After(5 * time.Second):
-			vnc.Process.Kill()
-			<-vncDone
-		}
-	}()
-	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", port), vncDone); err != nil {
-		return r, fmt.Errorf("x11vnc: %w", err)
-	}
-	srv, err := startServeChild(ctx, stderr, "-mode", "novnc", "-vnc", fmt.Sprintf("127.0.0.1:%d", port),
-		"-novnc", filepath.Join(dir, "node_modules", "@novnc", "novnc"))
-	if err != nil {
-		return r, err
-	}
-	defer srv.stop()
+	defer st.stop()
 	page := "novnc"
-	if err := drv.Do(ctx, "open", map[string]any{"page": page, "url": srv.url, "width": c.width, "height": c.height}, nil); err != nil {
+	closePage, err := openPage(ctx, b.drv, page, st.bridge.url, c.width, c.height, noVNCView, 20*time.Second)
+	if err != nil {
 		return r, err
 	}
-	defer drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
-	if err := drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 20000,
-		"expr": `window.novnc && novnc.state === 'connected' && document.querySelector('#screen canvas')?.width > 0`}, nil); err != nil {
-		return r, fmt.Errorf("noVNC did not connect: %w", err)
-	}
+	defer closePage()
 	// The VNC server process is x11vnc; the bridge child's CPU is added to it.
 	r.Notes = "server CPU = x11vnc + the websocket bridge"
-	return measure(ctx, c, probe, drv, page, "canvas", "#screen canvas", vnc.Process.Pid, d, nil, r, srv.cmd.Process.Pid)
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitTCP(ctx context.Context, addr string, died <-chan struct{}) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			conn.Close()
-			return nil
-		}
-		select {
-		case <-died:
-			return errors.New("exited before listening")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("not listening on %s after 20 s", addr)
+	return measure(ctx, c, b, page, noVNCView, st.vnc.pid(), nil, r, st.bridge.pid())
 }
 
 func rgb(c uint32) [3]int { return [3]int{int(c >> 16 & 0xff), int(c >> 8 & 0xff), int(c & 0xff)} }
@@ -378,11 +228,11 @@ func clockOffset(ctx context.Context, drv *browser.Driver, page string) (float64
 	return off, nil
 }
 
-func measure(ctx context.Context, c latencyConfig, probe *xprobe.Probe, drv *browser.Driver, page, kind, selector string,
-	serverPID int, d *display.Display, decoded func() (float64, error), r stackResult, extraPIDs ...int) (stackResult, error) {
-	run := stackRun{c: c, probe: probe, drv: drv, page: page, d: d, decoded: decoded, pids: append([]int{serverPID}, extraPIDs...)}
+func measure(ctx context.Context, c latencyConfig, b *bench, page string, v view,
+	serverPID int, decoded func() (float64, error), r stackResult, extraPIDs ...int) (stackResult, error) {
+	run := stackRun{c: c, probe: b.probe, drv: b.drv, page: page, d: b.d, decoded: decoded, pids: append([]int{serverPID}, extraPIDs...)}
 	// A clean screen, then the watcher.
-	if err := run.startWatcher(ctx, kind, selector); err != nil {
+	if err := run.startWatcher(ctx, v.kind, v.selector); err != nil {
 		return r, err
 	}
 	if err := run.latency(ctx, &r); err != nil {
@@ -405,6 +255,9 @@ type stackRun struct {
 	decoded func() (float64, error) // frames the page decoded so far; nil when it cannot say
 	pids    []int
 	off     float64 // page clock minus Go's wall clock, ms
+	// paint, when set, is held while the marker is painted: deskbench
+	// network samples while an animation paints with the same probe.
+	paint *sync.Mutex
 }
 
 func (run *stackRun) eval(ctx context.Context, expr string, arg, out any) error {
@@ -472,18 +325,25 @@ func (run *stackRun) latency(ctx context.Context, r *stackResult) error {
 // shown is when the page showed a marker and received its frame, page clock.
 type shown struct{ T, Receive float64 }
 
-// sample paints marker colour want and waits up to 3 s for the page to show
-// it; a nil result is a lost sample.
+// sample paints marker colour want and waits up to sampleWaitMs for the
+// page to show it; a nil result is a lost sample.
 func (run *stackRun) sample(ctx context.Context, want int) (time.Time, *shown, error) {
 	if err := run.eval(ctx, `(i) => deskbench.expect(i)`, want, nil); err != nil {
 		return time.Time{}, nil, err
 	}
+	if run.paint != nil {
+		run.paint.Lock()
+	}
 	t0 := time.Now()
-	if err := run.probe.Fill(markerX, markerY, cell, cell, markerPalette[want]); err != nil {
+	err := run.probe.Fill(markerX, markerY, cell, cell, markerPalette[want])
+	if run.paint != nil {
+		run.paint.Unlock()
+	}
+	if err != nil {
 		return t0, nil, err
 	}
 	var res *shown
-	if err := run.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": 3000}, &res); err != nil {
+	if err := run.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": sampleWaitMs}, &res); err != nil {
 		return t0, nil, nil
 	}
 	return t0, res, nil
@@ -527,7 +387,7 @@ func (run *stackRun) motion(ctx context.Context, r *stackResult) error {
 	}
 	cpu0, x0 := cpuTicks(run.pids...), cpuTicks(xvfbPID(run.d))
 	start := time.Now()
-	painted, err := animate(ctx, run.probe, run.c, run.c.motion)
+	painted, err := animate(ctx, run.probe, run.c.width, run.c.height, time.Now().Add(run.c.motion), nil)
 	if err != nil {
 		return err
 	}
@@ -575,55 +435,6 @@ func (run *stackRun) idle(ctx context.Context, r *stackResult) error {
 	}
 	r.IdleCPU = 100 * (cpuTicks(run.pids...) - i0) / time.Since(st).Seconds()
 	return nil
-}
-
-// animate moves boxes over the screen at 60 Hz and steps the counter cell
-// each tick; it returns how many ticks it painted.
-func animate(ctx context.Context, probe *xprobe.Probe, c latencyConfig, dur time.Duration) (int, error) {
-	type box struct{ x, y, vx, vy, w, h int }
-	rng := rand.New(rand.NewPCG(3, 4))
-	colors := []uint32{0xe06c75, 0x98c379, 0xe5c07b, 0x61afef, 0xc678dd, 0x56b6c2, 0xffffff, 0x282c34}
-	top := markerY + cell + 16
-	boxes := make([]box, 24)
-	for i := range boxes {
-		w, h := 80+rng.IntN(160), 50+rng.IntN(110)
-		boxes[i] = box{x: rng.IntN(c.width - w), y: top + rng.IntN(c.height-top-h), vx: 3 + rng.IntN(9), vy: 2 + rng.IntN(7), w: w, h: h}
-	}
-	tick := time.NewTicker(time.Second / 60)
-	defer tick.Stop()
-	end := time.Now().Add(dur)
-	n := 0
-	for time.Now().Before(end) {
-		select {
-		case <-ctx.Done():
-			return n, ctx.Err()
-		case <-tick.C:
-		}
-		if err := probe.Fill(0, top, c.width, c.height-top, background); err != nil {
-			return n, err
-		}
-		for i := range boxes {
-			b := &boxes[i]
-			b.x += b.vx
-			b.y += b.vy
-			if b.x < 0 || b.x+b.w > c.width {
-				b.vx = -b.vx
-				b.x += 2 * b.vx
-			}
-			if b.y < top || b.y+b.h > c.height {
-				b.vy = -b.vy
-				b.y += 2 * b.vy
-			}
-			if err := probe.Fill(b.x, b.y, b.w, b.h, colors[i%len(colors)]); err != nil {
-				return n, err
-			}
-		}
-		n++
-		if err := probe.Fill(counterX, markerY, cell, cell, counterPalette[n%len(counterPalette)]); err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func pct(sorted []float64, p float64) float64 {

@@ -12,18 +12,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
-
-	"github.com/deskenv/deskenv/display"
-	"github.com/deskenv/deskenv/e2e/browser"
-	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
 // deskbench network: the stacks of deskbench latency with headless Chromium
@@ -114,11 +107,8 @@ func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkNetCaps(); err != nil {
 		return err
 	}
-	dir, err := browser.FindDir()
+	dir, err := findBrowser()
 	if err != nil {
-		return err
-	}
-	if err := browser.CheckDeps(dir); err != nil {
 		return err
 	}
 
@@ -148,27 +138,13 @@ func runNetwork(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// The driver reads its Chromium from the environment it inherits.
 	os.Setenv("DESKENV_CHROMIUM", wrapper)
 
-	d, err := display.Start(ctx, display.Config{Width: c.width, Height: c.height, WindowManager: []string{}, Apps: [][]string{}})
+	b, err := startBench(ctx, dir, c.width, c.height, c.verbose, stderr)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	probe, err := xprobe.Open(d.Name(), xprobe.Options{Background: background})
-	if err != nil {
-		return err
-	}
-	defer probe.Close()
-	var drvErr io.Writer
-	if c.verbose {
-		drvErr = stderr
-	}
-	drv, err := browser.Start(ctx, browser.Options{Dir: dir, Stderr: drvErr})
-	if err != nil {
-		return err
-	}
-	defer drv.Close()
+	defer b.Close()
 
-	nb := &netBench{c: c, link: link, d: d, probe: probe, drv: drv, dir: dir, stderr: stderr}
+	nb := &netBench{c: c, link: link, bench: b, stderr: stderr}
 	var results []netResult
 	for _, p := range c.profiles {
 		for _, s := range c.stacks {
@@ -212,24 +188,19 @@ func stackName(s string) string {
 }
 
 type netBench struct {
-	c      networkConfig
-	link   *netLink
-	d      *display.Display
-	probe  *xprobe.Probe
-	drv    *browser.Driver
-	dir    string
+	c    networkConfig
+	link *netLink
+	*bench
 	stderr io.Writer
 }
 
 // stackUp is one stack serving behind the relay.
 type stackUp struct {
-	url      string // the page, through the relay
-	links    string // deskenv's links endpoint on 127.0.0.1; "" for noVNC
-	relay    *relay
-	stop     func()
-	kind     string // video or canvas
-	selector string
-	ready    string // the page expression true once it plays
+	url   string // the page, through the relay
+	links string // deskenv's links endpoint on 127.0.0.1; "" for noVNC
+	relay *relay
+	stop  func()
+	view  view
 }
 
 func (nb *netBench) measure(ctx context.Context, p netProfile, stack string) (netResult, error) {
@@ -251,16 +222,14 @@ func (nb *netBench) measure(ctx context.Context, p netProfile, stack string) (ne
 	defer st.stop()
 
 	page := "net-" + stack
-	if err := nb.drv.Do(ctx, "open", map[string]any{"page": page, "url": st.url, "width": nb.c.width, "height": nb.c.height + 30}, nil); err != nil {
+	closePage, err := openPage(ctx, nb.drv, page, st.url, nb.c.width, nb.c.height+30, st.view, time.Minute)
+	if err != nil {
 		return r, err
 	}
-	defer nb.drv.Do(context.Background(), "close", map[string]any{"page": page}, nil)
-	if err := nb.drv.Do(ctx, "waitFor", map[string]any{"page": page, "timeoutMs": 60000, "expr": st.ready}, nil); err != nil {
-		return r, fmt.Errorf("the page did not play within 60 s: %w", err)
-	}
+	defer closePage()
 	lc := latencyConfig{width: nb.c.width, height: nb.c.height}
-	run := &stackRun{c: lc, probe: nb.probe, drv: nb.drv, page: page, d: nb.d}
-	if err := run.startWatcher(ctx, st.kind, st.selector); err != nil {
+	run := &stackRun{c: lc, probe: nb.probe, drv: nb.drv, page: page, d: nb.d, paint: new(sync.Mutex)}
+	if err := run.startWatcher(ctx, st.view.kind, st.view.selector); err != nil {
 		return r, err
 	}
 	return nb.window(ctx, p, st, run, r)
@@ -282,8 +251,7 @@ func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed, ws
 		if err != nil {
 			return nil, err
 		}
-		args := []string{"-mode", "deskenv", "-display", nb.d.Name(), "-fps", strconv.Itoa(nb.c.fps),
-			"-bitrate", strconv.Itoa(nb.c.bitrate), "-udp-port", strconv.Itoa(port), "-nat-1to1", netHostIP}
+		args := deskenvServeArgs(nb.d.Name(), nb.c.fps, nb.c.bitrate, "-udp-port", strconv.Itoa(port), "-nat-1to1", netHostIP)
 		if fixed {
 			args = append(args, "-fixed-bitrate")
 		}
@@ -308,10 +276,7 @@ func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed, ws
 		}
 		return &stackUp{
 			url: fmt.Sprintf("http://%s/%s", rl.TCPAddr(), query), links: "http://" + hostport + "/deskbench/links",
-			relay: rl, stop: func() { rl.Close(); srv.stop() },
-			kind: "video", selector: "#video",
-			ready: `window.deskenv && deskenv.state === 'connected' && deskenv.session.transport === '` + transport +
-				`' && deskenv.video.videoWidth > 0`,
+			relay: rl, stop: func() { rl.Close(); srv.stop() }, view: deskenvView(transport),
 		}, nil
 	}
 	return nil, lastErr
@@ -320,51 +285,18 @@ func (nb *netBench) startDeskenv(ctx context.Context, shape linkShape, fixed, ws
 // startNoVNC runs x11vnc and the websocket bridge, the bridge behind the
 // relay (noVNC is all TCP).
 func (nb *netBench) startNoVNC(ctx context.Context, shape linkShape) (*stackUp, error) {
-	if _, err := exec.LookPath("x11vnc"); err != nil {
-		return nil, errors.New("x11vnc is not installed: run scripts/install-deps.sh test")
-	}
-	port, err := freePort()
+	st, err := startNoVNC(ctx, nb.d, nb.dir, nb.stderr)
 	if err != nil {
 		return nil, err
 	}
-	vnc := exec.Command("x11vnc", "-display", nb.d.Name(), "-rfbport", strconv.Itoa(port), "-localhost",
-		"-nopw", "-forever", "-shared", "-quiet", "-noxrecord", "-noncache")
-	vnc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := vnc.Start(); err != nil {
-		return nil, fmt.Errorf("start x11vnc: %w", err)
-	}
-	vncDone := make(chan struct{})
-	go func() { vnc.Wait(); close(vncDone) }()
-	stopVNC := func() {
-		vnc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-vncDone:
-		case <-time.After(5 * time.Second):
-			vnc.Process.Kill()
-			<-vncDone
-		}
-	}
-	if err := waitTCP(ctx, fmt.Sprintf("127.0.0.1:%d", port), vncDone); err != nil {
-		stopVNC()
-		return nil, fmt.Errorf("x11vnc: %w", err)
-	}
-	srv, err := startServeChild(ctx, nb.stderr, "-mode", "novnc", "-vnc", fmt.Sprintf("127.0.0.1:%d", port),
-		"-novnc", filepath.Join(nb.dir, "node_modules", "@novnc", "novnc"))
+	rl, err := startRelay(relayConfig{TCPListen: net.JoinHostPort(netHostIP, netPagePort), TCPTarget: hostPort(st.bridge.url), Shape: shape})
 	if err != nil {
-		stopVNC()
-		return nil, err
-	}
-	rl, err := startRelay(relayConfig{TCPListen: net.JoinHostPort(netHostIP, netPagePort), TCPTarget: hostPort(srv.url), Shape: shape})
-	if err != nil {
-		srv.stop()
-		stopVNC()
+		st.stop()
 		return nil, err
 	}
 	return &stackUp{
 		url: fmt.Sprintf("http://%s/", rl.TCPAddr()), relay: rl,
-		stop: func() { rl.Close(); srv.stop(); stopVNC() },
-		kind: "canvas", selector: "#screen canvas",
-		ready: `window.novnc && novnc.state === 'connected' && document.querySelector('#screen canvas')?.width > 0`,
+		stop: func() { rl.Close(); st.stop() }, view: noVNCView,
 	}, nil
 }
 
@@ -397,13 +329,15 @@ type tick struct {
 func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *stackRun, r netResult) (netResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var paint sync.Mutex // the animation and the marker share the probe
 	start := time.Now()
 	measureFrom := start.Add(nb.c.warmup)
 	end := measureFrom.Add(nb.c.duration)
 
 	animErr := make(chan error, 1)
-	go func() { animErr <- nb.animate(ctx, &paint, end) }()
+	go func() {
+		_, err := animate(ctx, nb.probe, nb.c.width, nb.c.height, end, run.paint)
+		animErr <- err
+	}()
 
 	// The relay's byte count every 250 ms, for the bitrate over time.
 	var ticks []tick
@@ -454,19 +388,11 @@ func (nb *netBench) window(ctx context.Context, p netProfile, st *stackUp, run *
 	var lat []float64
 	rng := rand.New(rand.NewPCG(nb.c.seed, 5))
 	for i := 0; time.Until(end) > 500*time.Millisecond; i++ {
-		want := i % len(markerPalette)
-		if err := run.eval(ctx, `(i) => deskbench.expect(i)`, want, nil); err != nil {
-			return r, err
-		}
-		paint.Lock()
-		t0 := time.Now()
-		err := nb.probe.Fill(markerX, markerY, cell, cell, markerPalette[want])
-		paint.Unlock()
+		t0, res, err := run.sample(ctx, i%len(markerPalette))
 		if err != nil {
 			return r, err
 		}
-		var res *shown
-		if err := nb.drv.Do(ctx, "waitFor", map[string]any{"page": run.page, "expr": `deskbench.take()`, "timeoutMs": sampleWaitMs}, &res); err != nil || res == nil {
+		if res == nil {
 			if ctx.Err() != nil {
 				return r, ctx.Err()
 			}
@@ -627,60 +553,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// animate is deskbench latency's animation (boxes over the screen at 60 Hz,
-// the counter cell stepping each tick) until end, taking the paint lock per
-// tick so the marker can be painted in between.
-func (nb *netBench) animate(ctx context.Context, paint *sync.Mutex, end time.Time) error {
-	type box struct{ x, y, vx, vy, w, h int }
-	c := nb.c
-	rng := rand.New(rand.NewPCG(3, 4))
-	colors := []uint32{0xe06c75, 0x98c379, 0xe5c07b, 0x61afef, 0xc678dd, 0x56b6c2, 0xffffff, 0x282c34}
-	top := markerY + cell + 16
-	boxes := make([]box, 24)
-	for i := range boxes {
-		w, h := 80+rng.IntN(160), 50+rng.IntN(110)
-		boxes[i] = box{x: rng.IntN(c.width - w), y: top + rng.IntN(c.height-top-h), vx: 3 + rng.IntN(9), vy: 2 + rng.IntN(7), w: w, h: h}
-	}
-	t := time.NewTicker(time.Second / 60)
-	defer t.Stop()
-	n := 0
-	for time.Now().Before(end) {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-		paint.Lock()
-		err := nb.probe.Fill(0, top, c.width, c.height-top, background)
-		for i := range boxes {
-			if err != nil {
-				break
-			}
-			b := &boxes[i]
-			b.x += b.vx
-			b.y += b.vy
-			if b.x < 0 || b.x+b.w > c.width {
-				b.vx = -b.vx
-				b.x += 2 * b.vx
-			}
-			if b.y < top || b.y+b.h > c.height {
-				b.vy = -b.vy
-				b.y += 2 * b.vy
-			}
-			err = nb.probe.Fill(b.x, b.y, b.w, b.h, colors[i%len(colors)])
-		}
-		n++
-		if err == nil {
-			err = nb.probe.Fill(counterX, markerY, cell, cell, counterPalette[n%len(counterPalette)])
-		}
-		paint.Unlock()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // keyframesSent asks deskenv's stream how many keyframes it sent its
