@@ -371,8 +371,10 @@ func (d *Display) noteServerRestart(e *Exit, err error) {
 // then starts the session again.
 //
 // The panel is not the session's to kill: it stays, and stays supervised,
-// while it is intact. The window manager stays too when keepWM (the reset
-// checked it with CheckWindowManager) and it still is the one checked.
+// while it is intact. The window manager stays too when keepWM and deskenv
+// vouches for it (it saw it start and watches it); a reset then checks it
+// with CheckWindowManager, once everything else is gone, and calls
+// KillSession(false) when it is unfit.
 func (d *Display) KillSession(keepWM bool) []int {
 	keepPanel := d.panelIntact()
 	d.mu.Lock()
