@@ -412,6 +412,7 @@ func (r *videoRun) adapt(now time.Time) {
 		at.half = half
 		next = r.p.s.limits(r.g, true).next(at, est) // the gate's size, the ladder's rate
 	}
+	next = r.probe.step(now, r.rung, next, est, sent)
 	if next == r.rung {
 		return
 	}

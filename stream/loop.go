@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"image"
 	"time"
 
 	"github.com/deskenv/deskenv/hci"
@@ -99,6 +100,9 @@ type videoRun struct {
 	have     bool   // pic holds a converted frame
 	lastHash uint64 // of the last converted capture
 	cur      cursorState
+	// dirty is the part of frame the last capture wrote (the whole frame
+	// after a full capture): what compose converts.
+	dirty    image.Rectangle
 	curShape cursorShape  // the pointer's picture as X gave it, for drawing it again at another size
 	curImg   *cursorImage // curShape at the size sent
 	under    saveUnder
@@ -125,6 +129,8 @@ type videoRun struct {
 	// it last looked.
 	rung      rung
 	lastAdapt time.Time
+	// probe steers the frame rate where the estimate cannot (probe.go).
+	probe rateProbe
 	// sizeAt is when the size last changed (sizeHold); newKey makes the
 	// next frame of every encoder a keyframe, after a change of size.
 	sizeAt   time.Time
@@ -153,6 +159,7 @@ func (p *pipeline) newRun() *videoRun {
 	// Each run starts where congestion control left the last one: a
 	// resized screen does not make the link any wider.
 	r.rung = *p.target.Load()
+	r.probe.fullFPS = p.s.cfg.FPS
 	if r.rung.half && !canHalve(g.vw, g.vh) {
 		// The screen became too small to halve.
 		r.rung.half = false
@@ -311,18 +318,34 @@ func (r *videoRun) takeKeyRequest(now time.Time) map[string]bool {
 
 // capture grabs the screen if it was drawn on (or nothing was captured
 // yet) and tells whether it changed.
+//
+// Once there is a frame, only the area damage reports is grabbed and
+// written over it (screen.Capturer.CaptureAreaInto), and compose converts
+// only that area: a typed letter or a moved window costs its own pixels,
+// not the whole screen's (issue 19).
 func (r *videoRun) capture(ctx context.Context) (bool, error) {
-	if damaged := r.p.s.damage.Take(); !damaged && r.have {
+	damaged, area, whole := r.p.s.damage.TakeArea()
+	if !damaged && r.have {
 		return false, nil
 	}
-	if err := r.p.s.capt.CaptureInto(ctx, &r.frame); err != nil {
-		return false, fmt.Errorf("capture: %w", err)
+	var changed bool
+	if whole || !r.have {
+		if err := r.p.s.capt.CaptureInto(ctx, &r.frame); err != nil {
+			return false, fmt.Errorf("capture: %w", err)
+		}
+		changed = !r.have || r.frame.Hash != r.lastHash
+		r.dirty = image.Rect(0, 0, r.frame.Width, r.frame.Height)
+	} else {
+		var err error
+		if changed, r.dirty, err = r.p.s.capt.CaptureAreaInto(ctx, &r.frame, area); err != nil {
+			return false, fmt.Errorf("capture: %w", err)
+		}
 	}
 	r.p.counters.captured.Add(1)
 	if r.frame.Width != r.g.sw || r.frame.Height != r.g.sh {
 		return false, fmt.Errorf("the screen changed size from %dx%d to %dx%d", r.g.sw, r.g.sh, r.frame.Width, r.frame.Height)
 	}
-	return !r.have || r.frame.Hash != r.lastHash, nil
+	return changed, nil
 }
 
 // pointer reads where the pointer is and what it looks like.
@@ -361,11 +384,22 @@ func (r *videoRun) plan(screenChanged, cursorChanged, wantKey bool) (refining, s
 // one with the pointer taken off, and the pointer drawn where it is now.
 func (r *videoRun) compose(screenChanged bool, cs cursorState) error {
 	if screenChanged {
-		if err := convert(&r.scaler, &r.frame, r.pic); err != nil {
-			return err
+		if area := r.dirty; r.have && area != image.Rect(0, 0, r.frame.Width, r.frame.Height) &&
+			r.pic.Width == r.frame.Width && r.pic.Height == r.frame.Height {
+			// Only area is converted: the old pointer, wherever it is,
+			// comes off first (where it overlaps area the conversion
+			// then writes the new pixels over what was under it).
+			r.under.restore(r.pl)
+			if err := convertArea(&r.frame, r.pic, area); err != nil {
+				return err
+			}
+		} else {
+			if err := convert(&r.scaler, &r.frame, r.pic); err != nil {
+				return err
+			}
+			r.under = saveUnder{y: r.under.y, u: r.under.u, v: r.under.v} // the conversion painted over the old pointer
 		}
 		r.lastHash, r.have = r.frame.Hash, true
-		r.under = saveUnder{y: r.under.y, u: r.under.u, v: r.under.v} // the conversion painted over the old pointer
 	} else {
 		r.under.restore(r.pl)
 	}
@@ -494,6 +528,19 @@ func (c cursorShape) halved() cursorShape {
 		}
 	}
 	return out
+}
+
+// convertArea converts area of the capture (even edges, inside both) into
+// the same area of the picture, which has the capture's size.
+func convertArea(f *screen.Frame, pic *codec.I420, area image.Rectangle) error {
+	sub, err := pic.Area(area)
+	if err != nil {
+		return fmt.Errorf("colour conversion: %w", err)
+	}
+	if err := codec.BGRXToI420(f.Pix[area.Min.Y*f.Stride+area.Min.X*4:], f.Stride, area.Dx(), area.Dy(), sub); err != nil {
+		return fmt.Errorf("colour conversion of %v: %w", area, err)
+	}
+	return nil
 }
 
 // convert turns a BGRX capture into the I420 picture, scaling when the

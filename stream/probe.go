@@ -71,6 +71,15 @@ func (p *rateProbe) step(now time.Time, cur, next rung, estBps int, sentKbps flo
 	if cur.fps == 0 {
 		return next
 	}
+	if next.half || cur.half {
+		// The size rung has a frame rate of its own (congestion.go), and a
+		// change of size is a keyframe: no probing across it.
+		p.since, p.probedAt = time.Time{}, time.Time{}
+		if next.fps != cur.fps {
+			p.est = estBps
+		}
+		return next
+	}
 	if !p.probedAt.IsZero() && now.Sub(p.probedAt) >= probeJudge {
 		p.probedAt, p.wait = time.Time{}, probeFirstWait // the probe held
 	}
@@ -104,29 +113,4 @@ func (p *rateProbe) step(now time.Time, cur, next rung, estBps int, sentKbps flo
 	next.fps = p.fullFPS / max(1, p.fullFPS/next.fps/2) // the ladder's next rung up
 	p.since, p.probedAt, p.est = time.Time{}, now, estBps
 	return next
-}
-
-// sendMeter is the rate the encoders produce, from the bytes-encoded
-// counter read at each adaptation, smoothed over about a second.
-type sendMeter struct {
-	at    time.Time
-	bytes uint64
-	kbps  float64
-}
-
-// update reads the counter (total bytes of encoders encoders) and returns
-// the smoothed rate of one encoder in kbit/s; 0 until two readings.
-func (m *sendMeter) update(now time.Time, total uint64, encoders int) float64 {
-	if !m.at.IsZero() && total >= m.bytes {
-		if dt := now.Sub(m.at).Seconds(); dt > 0 {
-			k := float64(total-m.bytes) * 8 / 1000 / dt / float64(max(1, encoders))
-			if m.kbps == 0 {
-				m.kbps = k
-			} else {
-				m.kbps = 0.6*m.kbps + 0.4*k
-			}
-		}
-	}
-	m.at, m.bytes = now, total
-	return m.kbps
 }

@@ -222,6 +222,74 @@ func TestVideo(t *testing.T) {
 		}
 	})
 
+	// Once there is a frame, only the damaged area is captured and
+	// converted: after small changes at odd places, one of them under the
+	// pointer, the whole decoded picture still matches the screen.
+	t.Run("changed areas alone, the rest intact", func(t *testing.T) {
+		a.collect(settled)
+		fills := []struct {
+			x, y, w, h int
+			rgb        uint32
+		}{
+			{31, 17, 7, 5, 0x00ff00},
+			{95, 395, 13, 11, 0xffff00}, // under the pointer at (100,400)
+			{601, 441, 9, 9, 0x0000ff},
+			{0, 0, 640, 2, 0xff00ff},
+		}
+		for _, f := range fills {
+			if err := p.Fill(f.x, f.y, f.w, f.h, f.rgb); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(40 * time.Millisecond)
+		}
+		all = append(all, a.collect(settled)...)
+		var stream []byte
+		for _, f := range all {
+			stream = append(stream, f.annexB()...)
+		}
+		pic := decodeLast(t, stream, w, h)
+		shot, err := e.s.capt.Capture(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		px, py, _, _ := p.Bounds()
+		nearEdge := func(x, y int) bool {
+			for _, f := range fills {
+				in := func(x0, y0, x1, y1 int) bool { return x >= x0 && x < x1 && y >= y0 && y < y1 }
+				if in(f.x-3, f.y-3, f.x+f.w+3, f.y+f.h+3) && !in(f.x+3, f.y+3, f.x+f.w-3, f.y+f.h-3) {
+					return true
+				}
+			}
+			return false
+		}
+		bad := 0
+		for y := 0; y < h; y += 3 {
+			for x := 0; x < w; x += 3 {
+				if x >= 80 && x < 130 && y >= 385 && y < 435 {
+					continue // the pointer
+				}
+				if nearEdge(x, y) {
+					continue // 4:2:0 and the quantizer blur a fill's edges
+				}
+				sx, sy := x+px, y+py
+				i := sy*shot.Stride + sx*4
+				want := uint32(shot.Pix[i+2])<<16 | uint32(shot.Pix[i+1])<<8 | uint32(shot.Pix[i])
+				if !near(rgbAt(pic, w, x, y), want, 60) {
+					if bad < 5 {
+						t.Errorf("decoded (%d,%d) is %v, the screen %06x", x, y, rgbAt(pic, w, x, y), want)
+					}
+					bad++
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("%d sampled pixels of the decoded picture differ from the screen", bad)
+		}
+		if c := rgbAt(pic, w, 34, 19); !near(c, 0x00ff00, 60) {
+			t.Errorf("the 7x5 fill at (31,17) decodes as %v, want green", c)
+		}
+	})
+
 	t.Run("PLI gets a keyframe", func(t *testing.T) {
 		a.collect(settled) // past the keyframe interval
 		ssrc := uint32(a.pc.GetReceivers()[0].Track().SSRC())
