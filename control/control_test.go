@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"image/png"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/deskenv/deskenv/baseline"
+	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
@@ -551,4 +553,77 @@ func TestResetGatesInput(t *testing.T) {
 	if _, err := r.exec.Do(ctx, hci.Action{Action: hci.ActMouseMove, Coordinate: []int{40, 40}}, hci.SourceAgent); err != nil {
 		t.Errorf("the agent after the reset: %v", err)
 	}
+}
+
+// TestResetObservationSettled: a plain reset settles for half the quiet
+// period once the session's windows are back, so its first observation must
+// already be the screen as it stays: after an episode's mess (a stray
+// window, a held key, a file), the reset's observation equals a screenshot
+// taken well after it, on the bare session and on the default desktop.
+func TestResetObservationSettled(t *testing.T) {
+	tests := []struct {
+		name    string
+		session string
+		tools   []string
+	}{
+		{"bare", "", nil},
+		{"desktop", display.SessionDesktop, []string{"tint2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testrig.NeedTools(t, tc.tools...)
+			r := newRig(t, rigOptions{mode: ModeSim, session: tc.session})
+			ctx := testrig.Context(t, 3*time.Minute)
+			for round := range 6 {
+				testrig.SpawnDetached(t, r.d, "xterm", "-class", "Stray", "-e", "sleep", "300")
+				testrig.WriteFile(t, filepath.Join(r.home, "episode", "out.txt"), "x", 0o644)
+				testrig.WaitFor(t, "the stray window", func() bool { return strings.Contains(r.windowClasses(t), "Stray") })
+				ep, err := r.c.Reset(ctx, ResetRequest{})
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if ep.Observation == nil {
+					t.Fatalf("round %d: no observation", round)
+				}
+				time.Sleep(700 * time.Millisecond)
+				later, err := r.shoot.Shot(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, err := png.Decode(bytes.NewReader(ep.Observation.Data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				then, err := png.Decode(bytes.NewReader(later.Data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, at := differingPixels(first, then, tc.session != ""); n > 0 {
+					t.Errorf("round %d: the reset's observation differs from the screen 0.7 s later in %d pixels (first at %v): the reset answered before the session finished drawing", round, n, at)
+				}
+			}
+		})
+	}
+}
+
+// differingPixels counts the pixels where a and b differ, leaving out the
+// panel's bottom strip when panel is set (its clock may turn over between
+// the two).
+func differingPixels(a, b image.Image, panel bool) (int, image.Point) {
+	r := a.Bounds()
+	if panel {
+		r.Max.Y -= r.Dy() / 10
+	}
+	n, first := 0, image.Point{-1, -1}
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			if a.At(x, y) != b.At(x, y) {
+				if n == 0 {
+					first = image.Pt(x, y)
+				}
+				n++
+			}
+		}
+	}
+	return n, first
 }
