@@ -36,9 +36,14 @@ type fpsStep struct {
 }
 
 // fpsLadder is ordered from the thinnest link up. The thresholds are where
-// a 1280x800 desktop at 30 fps in x264 superfast stops being legible
-// (roughly 1 Mbit/s) and where even 15 fps is mostly blocks (400 kbit/s).
-var fpsLadder = [...]fpsStep{{kbps: 400, fpsDiv: 4}, {kbps: 1000, fpsDiv: 2}}
+// a 1280x800 desktop at 30 fps in x264 superfast stops being legible while
+// it changes (about 750 kbit/s, 25 kbit a frame: a still screen is sharpened
+// by refinement in any case) and where even 15 fps is mostly blocks (400
+// kbit/s). The first threshold was 1 Mbit/s; at 1 Mbit/s 150 ms 3 % loss
+// that held the stream at 15 fps, of which Chromium showed 14 (freezes
+// while NACK repaired), against 17.2 shown at 750 with p95 glass-to-glass
+// still 304 ms (`deskbench network -profiles slow`, docs/BENCHMARKS.md).
+var fpsLadder = [...]fpsStep{{kbps: 400, fpsDiv: 4}, {kbps: 750, fpsDiv: 2}}
 
 // upHysteresis is how far above a step's threshold the target must be
 // before the rate (or the size) steps back up.
@@ -212,7 +217,7 @@ func (l rateLimits) halfFloor() int { return max(1, l.minKbps/halfFloorDiv) }
 
 // next is the rung for an estimate of estBps bit/s, given the one in use
 // (prev; zero for none). The ladder, from a wide link down: full rate, half
-// the frame rate below 1 Mbit/s, a quarter below 400 kbit/s, and half the
+// the frame rate below 750 kbit/s, a quarter below 400 kbit/s, and half the
 // width and height (at a quarter of the frame rate) below halfSizeKbps; each
 // step back up needs upHysteresis more than its threshold. The bitrate is
 // clamped between the floor (a quarter of it at half size) and the

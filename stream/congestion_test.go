@@ -26,14 +26,15 @@ func TestRateLadder(t *testing.T) {
 	}{
 		{"a wide link is held at the ceiling", top, 20_000_000, full(4000, 30)},
 		{"the estimate less headroom", top, 3_000_000, full(2700, 30)},
-		{"at 1 Mbit/s the rate halves", top, 1_000_000, full(900, 15)},
+		{"at 1 Mbit/s the rate stays full", top, 1_000_000, full(900, 30)},
+		{"under 750 kbit/s it halves", top, 800_000, full(720, 15)},
 		{"below 400 kbit/s a quarter", top, 400_000, full(360, 7)},
 		{"never below the floor", top, 50_000, full(300, 7)},
 		{"no estimate yet is the floor", rung{}, 0, full(300, 7)},
 		{"a thin link stays at a quarter just above the step", full(360, 7), 500_000, full(450, 7)},
 		{"and goes to half clearly above it", full(360, 7), 600_000, full(540, 15)},
-		{"half stays half just above 1 Mbit/s", full(900, 15), 1_300_000, full(1170, 15)},
-		{"and goes back to full clearly above", full(900, 15), 1_500_000, full(1350, 30)},
+		{"half stays half just above the step", full(720, 15), 1_000_000, full(900, 15)},
+		{"and goes back to full clearly above", full(720, 15), 1_100_000, full(990, 30)},
 		{"from a quarter straight to full when the link is back", full(360, 7), 4_000_000, full(3600, 30)},
 	}
 	for _, tt := range tests {
