@@ -1,15 +1,14 @@
 package task
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/deskenv/deskenv/internal/proc"
 )
 
 // maxProcesses is the most processes process_running looks at; a fork
@@ -50,20 +49,15 @@ func (e *DisplayEnv) Processes(ctx context.Context) ([]ProcessInfo, error) {
 
 // listProcesses reads the processes of uid under procfs, skipping self.
 func listProcesses(ctx context.Context, procfs string, uid uint32, self int) ([]ProcessInfo, error) {
-	dir, err := os.Open(procfs)
+	pfs := proc.FS{Root: procfs}
+	pids, err := pfs.PIDs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
 	var out []ProcessInfo
 	n := 0
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil || pid == self {
+	for _, pid := range pids {
+		if pid == self {
 			continue
 		}
 		if n++; n > maxProcesses {
@@ -72,26 +66,22 @@ func listProcesses(ctx context.Context, procfs string, uid uint32, self int) ([]
 		if n%256 == 0 && ctx.Err() != nil {
 			return nil, fmt.Errorf("list processes: %w", ctx.Err())
 		}
-		base := filepath.Join(procfs, name)
-		var st syscall.Stat_t
 		// /proc/PID belongs to the process's effective user; the status
 		// file's Uid line would give the real one too, but a setuid program
 		// of the desktop's is no concern here.
-		if syscall.Stat(base, &st) != nil || st.Uid != uid {
+		if owner, err := pfs.Owner(pid); err != nil || owner != int(uid) {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join(base, "stat"))
-		if err != nil || zombie(stat) {
+		if st, err := pfs.Stat(pid); err != nil || st.Dead() {
 			continue // gone since the listing, or dead and not yet reaped
 		}
 		p := ProcessInfo{PID: pid}
-		if comm, err := os.ReadFile(filepath.Join(base, "comm")); err == nil {
-			p.Comm = strings.TrimSuffix(string(comm), "\n")
+		if comm, err := pfs.Comm(pid); err == nil {
+			p.Comm = comm
 		}
-		if cmd, err := readHead(filepath.Join(base, "cmdline"), 64<<10); err == nil {
-			args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		if args, err := pfs.Cmdline(pid, 64<<10); err == nil {
 			p.Cmdline = strings.Join(args, " ")
-			if args[0] != "" {
+			if len(args) > 0 && args[0] != "" {
 				// argv[0] may carry arguments of its own when a program
 				// rewrote it (Chromium's helpers): the first word is the name.
 				first, _, _ := strings.Cut(args[0], " ")
@@ -104,28 +94,6 @@ func listProcesses(ctx context.Context, procfs string, uid uint32, self int) ([]
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// zombie reads the state letter after the comm field of /proc/PID/stat:
-// "pid (comm) S ...", where comm may itself hold ") ".
-func zombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] == 'Z' || stat[i+2] == 'X'
-}
-
-// readHead reads at most n bytes of a file.
-func readHead(path string, n int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf := make([]byte, n)
-	k, err := f.Read(buf)
-	if k == 0 && err != nil {
-		return nil, err
-	}
-	return buf[:k], nil
 }
 
 func describeProcess(c *Check) string {
