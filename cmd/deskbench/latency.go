@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/e2e/browser"
+	"github.com/deskenv/deskenv/internal/proc"
 	"github.com/deskenv/deskenv/internal/xprobe"
 )
 
@@ -449,28 +449,17 @@ func pct(sorted []float64, p float64) float64 {
 // threads included), from /proc/PID/stat.
 func cpuTicks(pids ...int) float64 {
 	const hz = 100 // USER_HZ, fixed at 100 on Linux for /proc
+	pfs := proc.Default()
 	total := 0.0
 	for _, pid := range pids {
 		if pid <= 0 {
 			continue
 		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		st, err := pfs.Stat(pid)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		// Fields after the command name, which may hold spaces, in parentheses.
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (ut + st) / hz
+		total += float64(st.UTime+st.STime) / hz
 	}
 	return total
 }

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +18,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/deskenv/deskenv/internal/proc"
 )
 
 // runPool measures pool mode: memory per idle desktop (the appliance's share
@@ -175,21 +176,12 @@ func runAgents(clients []*client.Client, d time.Duration, f func(i int, c *clien
 // descendants, from /proc/*/smaps_rollup: shared libraries are counted once
 // across the processes that share them, unlike RSS.
 func pssTree(pid int) (self, descendants float64) {
+	pfs := proc.Default()
 	parent := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
+	all, _ := pfs.PIDs(context.Background())
+	for _, p := range all {
+		if st, err := pfs.Stat(p); err == nil {
+			parent[p] = st.PPID
 		}
 	}
 	isDesc := func(p int) bool {
@@ -204,27 +196,12 @@ func pssTree(pid int) (self, descendants float64) {
 		if p != pid && !isDesc(p) {
 			continue
 		}
-		v := pss(p)
+		v, _ := pfs.PSS(p) // 0 for one that exited since the listing
 		if p == pid {
-			self = v
+			self = float64(v)
 		} else {
-			descendants += v
+			descendants += float64(v)
 		}
 	}
 	return self, descendants
-}
-
-func pss(pid int) float64 {
-	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "smaps_rollup"))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "Pss:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb * 1024
-		}
-	}
-	return 0
 }
