@@ -2,6 +2,7 @@ package display
 
 import (
 	"bytes"
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -9,12 +10,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
+
+	"github.com/deskenv/deskenv/internal/proc"
 )
 
 // Sessions. A session is what runs on the display besides the X server:
@@ -278,30 +279,18 @@ func scale(x uint8, mask uint32) uint32 {
 // descendantGroups are the process groups of the processes below pids in
 // the process tree (pids' own groups left out), read from /proc.
 func descendantGroups(pids []int) []int {
-	type proc struct{ ppid, pgid int }
-	procs := map[int]proc{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
+	type node struct{ ppid, pgid int }
+	procs := map[int]node{}
+	pfs := proc.Default()
+	// Listing /proc does not block: no context to end it early, and an
+	// unreadable /proc leaves nothing to find (the group kills still run).
+	all, _ := pfs.PIDs(context.Background())
+	for _, pid := range all {
+		st, err := pfs.Stat(pid)
 		if err != nil {
-			continue
+			continue // exited since the listing
 		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// After the command's closing parenthesis: state, ppid, pgrp.
-		i := bytes.LastIndexByte(st, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(st[i+1:]))
-		if len(f) < 3 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		pgid, _ := strconv.Atoi(f[2])
-		procs[pid] = proc{ppid, pgid}
+		procs[pid] = node{st.PPID, st.PGRP}
 	}
 	roots := map[int]bool{}
 	for _, p := range pids {

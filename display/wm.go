@@ -17,6 +17,7 @@ import (
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 
+	"github.com/deskenv/deskenv/internal/proc"
 	"github.com/deskenv/deskenv/internal/xext"
 )
 
@@ -366,37 +367,26 @@ func (d *Display) CheckWindowManager() WMCheck {
 // can): it is gone, a zombie, stopped (the agent, as the session's user,
 // may SIGSTOP it) or traced (a debugger the agent attached).
 func processUnfit(pid int) string {
-	st, ok := procState(pid)
+	pfs := proc.Default()
+	st, err := pfs.Stat(pid)
 	switch {
-	case !ok || st == 'Z' || st == 'X':
+	case errors.Is(err, proc.ErrGone) || err == nil && st.Dead():
 		return "it has exited"
-	case st == 'T' || st == 't':
+	case err != nil:
+		return fmt.Sprintf("its state cannot be read: %v", err)
+	case st.Stopped():
 		return "it is stopped"
 	}
-	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
+	status, err := pfs.Status(pid)
+	switch {
+	case errors.Is(err, proc.ErrGone):
 		return "it has exited"
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
-			return "it is being traced"
-		}
+	case err != nil:
+		return fmt.Sprintf("its status cannot be read: %v", err)
+	case status.TracerPID != 0:
+		return "it is being traced"
 	}
 	return ""
-}
-
-// procState is the state letter of pid from /proc/pid/stat.
-func procState(pid int) (state byte, ok bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	// The command name is in parentheses and may contain anything.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, false
-	}
-	return b[i+2], true
 }
 
 // ReconfigureWindowManager makes the kept window manager read its
