@@ -1,19 +1,18 @@
 package baseline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/deskenv/deskenv/internal/proc"
 )
 
 // kill ends the session's process groups, every other process of the
@@ -190,7 +189,10 @@ func keepClient(owned bool, mine map[int]bool, spare []int) func(pid int) bool {
 // a program could drop DISPLAY from its own). Otherwise they are this
 // user's processes whose environment says DISPLAY=name.
 func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
-	ents, err := os.ReadDir("/proc")
+	pfs := proc.Default()
+	// Listing /proc does not block: the context only matters to callers
+	// that list without end, which this one does not.
+	pids, err := pfs.PIDs(context.Background())
 	if err != nil {
 		return nil
 	}
@@ -201,12 +203,14 @@ func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
 	}
 	self := os.Getpid()
 	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || skip[pid] || ownerOf(pid) != uid {
+	for _, pid := range pids {
+		if pid == self || skip[pid] {
 			continue
 		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if owner, err := pfs.Owner(pid); err != nil || owner != uid {
+			continue // another user's, or gone
+		}
+		env, err := pfs.Environ(pid, maxEnviron)
 		if onDisplay(env, err, name, byUID) {
 			out = append(out, pid)
 		}
@@ -214,29 +218,20 @@ func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
 	return out
 }
 
-// ownerOf is the user id owning process pid, -1 if it is gone.
-func ownerOf(pid int) int {
-	fi, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
-	if err != nil {
-		return -1
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return -1
-	}
-	return int(st.Uid)
-}
+// maxEnviron bounds how much of a process's environment is read: the
+// kernel caps it at a quarter of the stack limit, which may be unlimited.
+const maxEnviron = 16 << 20
 
 // onDisplay says whether a process whose /proc/PID/environ reads env (or
 // failed with err) runs on display name. byUID: the process belongs to the
 // session's own user.
-func onDisplay(env []byte, err error, name string, byUID bool) bool {
+func onDisplay(env []string, err error, name string, byUID bool) bool {
 	if byUID {
 		// Unreadable (no CAP_SYS_PTRACE), no DISPLAY, or this display:
 		// the session's. Only a process that names another display is
 		// left, for a second deskenv that shares the user (a
 		// misconfiguration, but not one to punish with kills).
-		return err != nil || !bytes.Contains(append([]byte{0}, env...), []byte("\x00DISPLAY=")) || hasDisplay(env, name)
+		return err != nil || !slices.ContainsFunc(env, func(e string) bool { return strings.HasPrefix(e, "DISPLAY=") }) || hasDisplay(env, name)
 	}
 	if err != nil || len(env) == 0 {
 		return false // a zombie, or gone
@@ -244,28 +239,19 @@ func onDisplay(env []byte, err error, name string, byUID bool) bool {
 	return hasDisplay(env, name)
 }
 
-// hasDisplay reports whether a /proc/PID/environ says DISPLAY=name.
-func hasDisplay(env []byte, name string) bool {
-	env = append([]byte{0}, env...)
-	for _, w := range []string{"DISPLAY=" + name + "\x00", "DISPLAY=" + name + ".0\x00"} {
-		if bytes.Contains(env, append([]byte{0}, w...)) {
-			return true
-		}
-	}
-	return false
+// hasDisplay reports whether an environment says DISPLAY=name.
+func hasDisplay(env []string, name string) bool {
+	return slices.Contains(env, "DISPLAY="+name) || slices.Contains(env, "DISPLAY="+name+".0")
 }
 
 // descendants are all processes below pid in the process tree.
 func descendants(pid int) map[int]bool {
+	pfs := proc.Default()
 	children := map[int][]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp := parentOf(p); pp > 0 {
-			children[pp] = append(children[pp], p)
+	all, _ := pfs.PIDs(context.Background())
+	for _, p := range all {
+		if st, err := pfs.Stat(p); err == nil && st.PPID > 0 {
+			children[st.PPID] = append(children[st.PPID], p)
 		}
 	}
 	out := map[int]bool{}
@@ -282,35 +268,19 @@ func descendants(pid int) map[int]bool {
 	return out
 }
 
-// procStat returns the state letter and parent of pid from /proc/pid/stat.
-func procStat(pid int) (state byte, ppid int, ok bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// The command name is in parentheses and may itself contain spaces or
-	// parentheses; the fields after the last ')' are fixed.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, 0, false
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 2 {
-		return 0, 0, false
-	}
-	pp, _ := strconv.Atoi(f[1])
-	return f[0][0], pp, true
-}
-
+// parentOf is pid's parent, 0 if pid is gone.
 func parentOf(pid int) int {
-	_, pp, _ := procStat(pid)
-	return pp
+	st, err := proc.Default().Stat(pid)
+	if err != nil {
+		return 0
+	}
+	return st.PPID
 }
 
 // alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
-	st, _, ok := procStat(pid)
-	return ok && st != 'Z' && st != 'X'
+	st, err := proc.Default().Stat(pid)
+	return err == nil && !st.Dead()
 }
 
 // waitGone waits until none of pids is alive, or ctx ends. It sleeps in
