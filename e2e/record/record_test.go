@@ -222,6 +222,7 @@ func TestBrowserDemoReplays(t *testing.T) {
 		t.Fatalf("recording %s, want the running episode %s", recEp.ID(), ep.ID)
 	}
 	cx, cy := windowCentre(ctx, t, st.d, "deskenv terminal")
+	testrig.WaitShellReady(ctx, t, st.d, "deskenv terminal")
 
 	d := startDriver(ctx, t)
 	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.base + "/"}, nil)

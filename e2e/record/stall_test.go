@@ -46,6 +46,7 @@ func TestBrowserDemoThroughAStall(t *testing.T) {
 		t.Fatal(err)
 	}
 	cx, cy := windowCentre(ctx, t, st.d, "deskenv terminal")
+	testrig.WaitShellReady(ctx, t, st.d, "deskenv terminal")
 
 	d := startDriver(ctx, t)
 	do(ctx, t, d, "open", map[string]any{"page": "a", "url": st.base + "/"}, nil)

@@ -122,6 +122,7 @@ func TestAnnotatorDemonstrates(t *testing.T) {
 	}
 
 	cx, cy := windowCentre(ctx, t, d, "deskenv terminal")
+	testrig.WaitShellReady(ctx, t, d, "deskenv terminal")
 	const cmdline = "echo hello world > ~/hello.txt"
 	do(ctx, t, drv, "click", map[string]any{"page": "a", "vx": cx, "vy": cy}, nil)
 	do(ctx, t, drv, "type", map[string]any{"page": "a", "text": cmdline}, nil)
