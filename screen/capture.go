@@ -231,25 +231,24 @@ func (c *Capturer) CaptureAreaInto(ctx context.Context, f *Frame, area image.Rec
 		return false, image.Rectangle{}, err
 	}
 	screen := image.Rect(0, 0, c.w, c.h)
-	r := evenRect(area).Intersect(screen)
-	if r.Empty() || f.Width != c.w || f.Height != c.h || f.Stride != c.w*4 || len(f.Pix) < c.w*c.h*4 {
-		c.mu.Unlock()
+	whole := func() (bool, image.Rectangle, error) {
 		old := f.Hash
 		if err := c.CaptureInto(ctx, f); err != nil {
 			return false, image.Rectangle{}, err
 		}
 		return f.Hash != old, screen, nil
 	}
+	r := evenRect(area).Intersect(screen)
+	if r.Empty() || f.Width != c.w || f.Height != c.h || f.Stride != c.w*4 || len(f.Pix) < c.w*c.h*4 {
+		c.mu.Unlock()
+		return whole()
+	}
 	changed, err = c.grabArea(f, r)
 	c.mu.Unlock()
 	if err != nil {
 		// The screen may have changed size under the area (xrandr): the
 		// full capture puts the size back or reports why it cannot.
-		old := f.Hash
-		if err := c.CaptureInto(ctx, f); err != nil {
-			return false, image.Rectangle{}, err
-		}
-		return f.Hash != old, screen, nil
+		return whole()
 	}
 	c.captures.Add(1)
 	f.Time = time.Now()

@@ -111,32 +111,31 @@ const (
 // steps up to full size after the same wait, and stays there unless the
 // estimate falls (estimateFallShare), which is what a link too thin for it
 // does, where an idle one lets the estimate grow on the larger stream.
-const (
-	idleShare         = 0.5
-	estimateFallShare = 0.85
-)
+const idleShare = 0.5
+
+// estimateFallShare is the share of the estimate at a step (a size probe's,
+// the frame rate's last change) below which the link counts as congested,
+// for both gates.
+const estimateFallShare = 0.85
 
 // sizeGate decides when the size changes, around what the ladder says: a
 // step up (the ladder's, or a probe on an idle stream) after the present
 // wait without a break, a step down at once, and the backoff between steps
 // up that did not hold.
 type sizeGate struct {
-	upSince  time.Time     // when a step up became due; zero when none is
-	wait     time.Duration // the present wait; zero means sizeUpAfter
-	upAt     time.Time     // the last step up, while it is judged (sizeJudge)
-	probeEst int           // the estimate (bit/s) when a probe stepped up; 0 when not probing
+	up       stepBackoff // sizeUpAfter, sizeMaxWait, sizeJudge
+	probeEst int         // the estimate (bit/s) when a probe stepped up; 0 when not probing
+}
+
+func newSizeGate() sizeGate {
+	return sizeGate{up: stepBackoff{first: sizeUpAfter, max: sizeMaxWait, judge: sizeJudge}}
 }
 
 // half is the size to use: cur is the one in use (true: half), ladderHalf
 // what the ladder says for est (bit/s), idle whether the stream sends well
 // under the estimate.
 func (g *sizeGate) half(now time.Time, cur, ladderHalf, idle bool, est int) bool {
-	if g.wait == 0 {
-		g.wait = sizeUpAfter
-	}
-	if !g.upAt.IsZero() && now.Sub(g.upAt) >= sizeJudge {
-		g.upAt, g.wait = time.Time{}, sizeUpAfter // the last step up held
-	}
+	g.up.tick(now)
 	if !cur {
 		down := ladderHalf
 		if g.probeEst > 0 {
@@ -148,23 +147,13 @@ func (g *sizeGate) half(now time.Time, cur, ladderHalf, idle bool, est int) bool
 		if !down {
 			return false
 		}
-		if !g.upAt.IsZero() {
-			g.wait = min(2*g.wait, sizeMaxWait) // the step up did not hold
-		}
-		g.upAt, g.probeEst = time.Time{}, 0
+		g.up.undone()
+		g.probeEst = 0
 		return true
 	}
-	if ladderHalf && !idle {
-		g.upSince = time.Time{}
+	if !g.up.due(now, !ladderHalf || idle) {
 		return true
 	}
-	if g.upSince.IsZero() {
-		g.upSince = now
-	}
-	if now.Sub(g.upSince) < g.wait {
-		return true
-	}
-	g.upSince, g.upAt = time.Time{}, now
 	if ladderHalf {
 		g.probeEst = max(1, est)
 	}

@@ -159,7 +159,7 @@ func TestSizeGate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var g sizeGate
+			g := newSizeGate()
 			for i, st := range tt.steps {
 				at := t0.Add(time.Duration(st.at * float64(time.Second)))
 				if got := g.half(at, st.cur, st.ladder, st.idl, st.est*1000); got != st.want {
@@ -169,10 +169,11 @@ func TestSizeGate(t *testing.T) {
 		})
 	}
 	// The backoff stops at sizeMaxWait.
-	g := sizeGate{wait: sizeMaxWait, upAt: t0}
+	g := newSizeGate()
+	g.up.wait, g.up.at = sizeMaxWait, t0
 	g.half(t0.Add(time.Second), false, true, false, 150_000)
-	if g.wait != sizeMaxWait {
-		t.Errorf("after a failed step up at the longest wait the wait is %v, want %v", g.wait, sizeMaxWait)
+	if g.up.wait != sizeMaxWait {
+		t.Errorf("after a failed step up at the longest wait the wait is %v, want %v", g.up.wait, sizeMaxWait)
 	}
 }
 

@@ -159,7 +159,7 @@ func (p *pipeline) newRun() *videoRun {
 	// Each run starts where congestion control left the last one: a
 	// resized screen does not make the link any wider.
 	r.rung = *p.target.Load()
-	r.probe.fullFPS = p.s.cfg.FPS
+	r.probe, r.sizeGate = newRateProbe(p.s.cfg.FPS), newSizeGate()
 	if r.rung.half && !canHalve(g.vw, g.vh) {
 		// The screen became too small to halve.
 		r.rung.half = false

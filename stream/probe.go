@@ -38,10 +38,6 @@ const (
 	probeGrace = 3 * time.Second
 	// probeJudge is how soon after a probe a step down counts against it.
 	probeJudge = 5 * time.Second
-	// estimateFall is the share of the estimate at the last change below
-	// which the link counts as congested: then the ladder is followed
-	// whatever the encoder uses.
-	estimateFall = 0.85
 	// unusedBudget: an encoder that sends less than this share of its
 	// bitrate is not short of bits.
 	unusedBudget = 0.8
@@ -51,20 +47,19 @@ const (
 // before the estimate says so and when it is kept up although the estimate
 // says to step down.
 type rateProbe struct {
-	fullFPS  int
-	since    time.Time // when the present headroom began; zero for none
-	wait     time.Duration
-	probedAt time.Time // the last probe; zero when none is being judged
-	est      int       // the estimate at the last frame-rate change (bit/s)
+	fullFPS int
+	up      stepBackoff // probeFirstWait, probeMaxWait, probeJudge
+	est     int         // the estimate at the last frame-rate change (bit/s)
+}
+
+func newRateProbe(fullFPS int) rateProbe {
+	return rateProbe{fullFPS: fullFPS, up: stepBackoff{first: probeFirstWait, max: probeMaxWait, judge: probeJudge}}
 }
 
 // step takes the rung the ladder chose (next) from the one in use (cur),
 // the lowest estimate (bit/s) and the rate the encoder sends (kbit/s), and
 // returns the rung to use.
 func (p *rateProbe) step(now time.Time, cur, next rung, estBps int, sentKbps float64) rung {
-	if p.wait == 0 {
-		p.wait = probeFirstWait
-	}
 	if p.est == 0 {
 		p.est = estBps // the first reading: nothing to compare with yet
 	}
@@ -74,43 +69,33 @@ func (p *rateProbe) step(now time.Time, cur, next rung, estBps int, sentKbps flo
 	if next.half || cur.half {
 		// The size rung has a frame rate of its own (congestion.go), and a
 		// change of size is a keyframe: no probing across it.
-		p.since, p.probedAt = time.Time{}, time.Time{}
+		p.up.forget()
 		if next.fps != cur.fps {
 			p.est = estBps
 		}
 		return next
 	}
-	if !p.probedAt.IsZero() && now.Sub(p.probedAt) >= probeJudge {
-		p.probedAt, p.wait = time.Time{}, probeFirstWait // the probe held
-	}
+	p.up.tick(now)
 	if next.fps < cur.fps {
-		fell := float64(estBps) < estimateFall*float64(p.est)
-		inGrace := !p.probedAt.IsZero() && now.Sub(p.probedAt) < probeGrace
+		fell := float64(estBps) < estimateFallShare*float64(p.est)
+		inGrace := p.up.within(now, probeGrace)
 		unused := sentKbps > 0 && sentKbps < unusedBudget*float64(next.kbps)
 		if !fell && (inGrace || unused) {
 			next.fps = cur.fps
 			return next
 		}
-		if !p.probedAt.IsZero() {
-			p.wait = min(2*p.wait, probeMaxWait)
-			p.probedAt = time.Time{}
-		}
+		p.up.undone()
 	}
 	if next.fps != cur.fps {
-		p.since, p.est = time.Time{}, estBps
+		p.up.due(now, false) // the headroom's run starts again at the new rate
+		p.est = estBps
 		return next
 	}
-	if next.fps >= p.fullFPS || sentKbps <= 0 || float64(estBps)/1000 < probeHeadroom*sentKbps {
-		p.since = time.Time{}
-		return next
-	}
-	if p.since.IsZero() {
-		p.since = now
-	}
-	if now.Sub(p.since) < p.wait {
+	headroom := next.fps < p.fullFPS && sentKbps > 0 && float64(estBps)/1000 >= probeHeadroom*sentKbps
+	if !p.up.due(now, headroom) {
 		return next
 	}
 	next.fps = p.fullFPS / max(1, p.fullFPS/next.fps/2) // the ladder's next rung up
-	p.since, p.probedAt, p.est = time.Time{}, now, estBps
+	p.est = estBps
 	return next
 }

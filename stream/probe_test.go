@@ -72,7 +72,7 @@ func TestRateProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := rateProbe{fullFPS: 30}
+			p := newRateProbe(30)
 			t0 := time.Unix(1000, 0)
 			cur := rung{kbps: 500, fps: tt.readings[0].ladder}
 			for i, rd := range tt.readings {
