@@ -37,6 +37,9 @@ type Config struct {
 	// (openbox and the apps) or auto: desktop when its programs are
 	// installed. Apps runs in either.
 	Session string
+	// Animations lets the session's GTK applications animate; off, they
+	// are told the desktop prefers none (display.Config.Animations).
+	Animations bool
 
 	// SessionUser is who the desktop session runs as (pool mode: a prefix
 	// or a list); AllowSharedUser lets the bash and files traits run when

@@ -144,7 +144,7 @@ func (a *Desktop) startDisplay(ctx context.Context) (err error) {
 	dcfg := display.Config{
 		Attach: a.cfg.Display, Width: w, Height: h, Depth: depth, Session: session,
 		WindowManager: a.cfg.WMCommand(), Apps: a.cfg.AppCommands(), Home: a.home,
-		Logger: a.log, RestartOnCrash: true,
+		Logger: a.log, RestartOnCrash: true, Animations: a.cfg.Animations,
 	}
 	if u := a.seat.session; u != nil {
 		dcfg.Credential, dcfg.User = u.credential(), u.Name
@@ -286,9 +286,10 @@ func (a *Desktop) startRecorder(context.Context) (err error) {
 	}
 	warnReachable(&a.cfg, episodes, a.seat.session, a.log)
 	a.rec, err = record.New(episodes, a.exec, a.shooter, a.capt, record.Options{
-		Logger:    a.log,
-		Lifecycle: a.lc,
-		Session:   sessionName(a.display.Config().Session),
+		Logger:     a.log,
+		Lifecycle:  a.lc,
+		Session:    sessionName(a.display.Config().Session),
+		Animations: a.display.Config().Animations,
 	})
 	if err != nil {
 		return fmt.Errorf("--episodes: %w", err)

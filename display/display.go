@@ -75,6 +75,12 @@ type Config struct {
 	// Env is added to the environment of the window manager and apps.
 	Env []string
 
+	// Animations lets GTK applications animate (fades, spinners, tabs
+	// sliding open). Off, the session is told the desktop prefers no
+	// animation (toolkit.go), so a settle is not stretched by one and a
+	// screenshot is not taken halfway through one.
+	Animations bool
+
 	// Credential, when set, is the user the session runs as: the window
 	// manager, the apps, and whatever Env and SysProcAttr are used for. It
 	// keeps the session away from this process's own files and signals
@@ -207,6 +213,12 @@ func Start(ctx context.Context, cfg Config) (*Display, error) {
 			return nil, err
 		}
 	}
+	if !d.cfg.Animations {
+		if err := writeToolkitSettings(auth.dir); err != nil {
+			auth.close(d.num)
+			return nil, err
+		}
+	}
 	if len(d.cfg.WindowManager) == 1 && d.cfg.WindowManager[0] == "openbox" {
 		if argv, err := pinWindowManager(auth.dir); err != nil {
 			d.log.Warn("cannot pin the window manager's configuration; every reset restarts it", "err", err)
@@ -293,8 +305,11 @@ func (d *Display) Env() []string {
 	if d.cfg.Credential != nil || d.cfg.User != "" {
 		drop = append(drop, "USER", "LOGNAME", "MAIL", "XDG_RUNTIME_DIR")
 	}
+	if d.auth != nil && !d.cfg.Animations {
+		drop = append(drop, "XDG_CONFIG_DIRS")
+	}
 	base := envWithout(withoutDeskenv(os.Environ()), drop...)
-	env := make([]string, 0, len(base)+len(d.cfg.Env)+5)
+	env := make([]string, 0, len(base)+len(d.cfg.Env)+6)
 	env = append(env, base...)
 	env = append(env, "DISPLAY="+d.name)
 	if d.cfg.Home != "" {
@@ -305,6 +320,9 @@ func (d *Display) Env() []string {
 	}
 	if d.cfg.User != "" {
 		env = append(env, "USER="+d.cfg.User, "LOGNAME="+d.cfg.User)
+	}
+	if d.auth != nil && !d.cfg.Animations {
+		env = append(env, "XDG_CONFIG_DIRS="+toolkitConfigDirs(d.auth.dir, os.Getenv("XDG_CONFIG_DIRS")))
 	}
 	return append(env, d.cfg.Env...)
 }

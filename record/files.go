@@ -62,7 +62,10 @@ type Meta struct {
 	// panel and wallpaper; "bare"), so a replay starts the same one and its
 	// screens compare. Empty in episodes from before it was recorded.
 	Session string `json:"session,omitempty"`
-	Clock   Clock  `json:"clock"`
+	// Animations says the desktop's applications were let animate
+	// (deskenv's --animations), so a replay does the same.
+	Animations bool  `json:"animations,omitempty"`
+	Clock      Clock `json:"clock"`
 	// Status is recording while the recorder runs, complete once stopped,
 	// interrupted when the episode was cut short under the recording,
 	// incomplete when the recorder died before stopping (Open says so, and

@@ -28,6 +28,9 @@ type Options struct {
 	// Session names the desktop session episodes run on (display's
 	// SessionDesktop or SessionBare), kept in episode.json for replays.
 	Session string
+	// Animations says the session's applications animate (display's
+	// Config.Animations), kept in episode.json for replays.
+	Animations bool
 	// Thresholds reduce a person's input (zero fields take the defaults).
 	Thresholds Thresholds
 	// Settle is how long the screen must be still before an observation is
@@ -405,7 +408,7 @@ func (ep *Episode) open(ctx context.Context, info EpisodeInfo) error {
 	ep.zero = time.Now()
 	m := Meta{
 		SchemaVersion: SchemaVersion, ID: ep.id, Source: info.Source, RecordedBy: info.RecordedBy,
-		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(), Session: ep.r.opt.Session,
+		Screen: Size{space.ScreenW, space.ScreenH}, Model: Size{space.ModelW, space.ModelH}, Pointer: ep.r.shooter.DrawsPointer(), Session: ep.r.opt.Session, Animations: ep.r.opt.Animations,
 		Clock:  Clock{Wall: ep.zero, MonotonicNS: ts.Nano()},
 		Status: StatusRecording, StartedAt: ep.zero,
 	}

@@ -18,7 +18,9 @@ build=(gcc libc6-dev pkg-config libx264-dev libvpx-dev libyuv-dev)
 runtime=(xvfb xauth xfonts-base openbox xterm x11-utils x11-xserver-utils xclip mousepad chromium
          tint2 pcmanfm galculator mupdf libreoffice-calc libreoffice-writer
          fonts-dejavu-core fonts-liberation ca-certificates procps tini libx264-164 libvpx7 libyuv0 libcap2-bin)
-test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck)
+# libgtk-3-bin: gtk-query-settings, with which a test asks GTK whether the
+# session tells it not to animate (display/toolkit_test.go).
+test=(xdotool scrot imagemagick x11vnc nodejs npm ffmpeg shellcheck libgtk-3-bin)
 # The image ships runtime in two parts: slim, the bare xterm desktop (its slim
 # target), and apps, what the full desktop adds to it. Neither has hostonly:
 # X tools in runtime for people and tests on a host, which deskenv never runs

@@ -60,7 +60,7 @@ var replayFlags = map[string]bool{
 	"display": true, "screen": true, "model-size": true, "wm": true, "apps": true, "home": true,
 	"session-user": true, "allow-shared-user": true, "settle-quiet": true, "settle-max": true,
 	"tasks": true, "log-level": true, "log-format": true, "screenshot-pointer": true, "session": true,
-	"out": true, "max-changed": true, "json": true,
+	"animations": true, "out": true, "max-changed": true, "json": true,
 }
 
 // replayUsages say what the flags that differ in a replay do there.
@@ -68,6 +68,7 @@ var replayUsages = map[string]string{
 	"home":               "the replay desktop's home (default: a private temporary directory, removed at the end; DESKENV_HOME is not read, it names the live desktop's)",
 	"screenshot-pointer": "draw the mouse pointer into the replay's screenshots (default: as the episode's observations were recorded)",
 	"session":            "the replay desktop's session, desktop or bare (default: the one the episode was recorded on, so the screens compare; auto for episodes that do not say)",
+	"animations":         "let the replay desktop's applications animate (default: as the episode was recorded; off for episodes that do not say)",
 	"session-user":       "the user the replay's session runs as (as root the default is deskenv-replay, never the live desktop's deskenv-desk; DESKENV_SESSION_USER is not read)",
 }
 
@@ -219,6 +220,9 @@ func (r *replay) fitEpisode(set map[string]bool) error {
 	}
 	if !set["session"] && m.Session != "" {
 		c.Session = m.Session
+	}
+	if !set["animations"] {
+		c.Animations = m.Animations
 	}
 	if !set["screenshot-pointer"] {
 		// Screens compare only if both show the pointer or neither does;

@@ -47,8 +47,9 @@ func TestReplayFollowsThePointer(t *testing.T) {
 }
 
 // TestReplayFollowsTheSession: a replay starts the desktop session the
-// episode was recorded on (episode.json's "session"), unless --session says
-// otherwise; an episode that does not say gets the default (auto).
+// episode was recorded on (episode.json's "session" and "animations"),
+// unless --session or --animations says otherwise; an episode that does not
+// say gets the defaults (auto, no animations).
 func TestReplayFollowsTheSession(t *testing.T) {
 	episode := func(session string) string {
 		dir := t.TempDir()
@@ -60,14 +61,18 @@ func TestReplayFollowsTheSession(t *testing.T) {
 		return dir
 	}
 	tests := []struct {
-		name, session string
-		args          []string
-		want          string
+		name, session  string
+		args           []string
+		want           string
+		wantAnimations bool
 	}{
-		{"recorded on the bare desktop", `"session":"bare",`, nil, "bare"},
-		{"recorded on the full desktop", `"session":"desktop",`, nil, "desktop"},
-		{"not recorded", ``, nil, "auto"},
-		{"told", `"session":"desktop",`, []string{"--session", "bare"}, "bare"},
+		{"recorded on the bare desktop", `"session":"bare",`, nil, "bare", false},
+		{"recorded on the full desktop", `"session":"desktop",`, nil, "desktop", false},
+		{"not recorded", ``, nil, "auto", false},
+		{"told", `"session":"desktop",`, []string{"--session", "bare"}, "bare", false},
+		{"recorded with animations", `"session":"desktop","animations":true,`, nil, "desktop", true},
+		{"told no animations", `"session":"desktop","animations":true,`, []string{"--animations=false"}, "desktop", false},
+		{"told animations", `"session":"desktop",`, []string{"--animations"}, "desktop", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +83,9 @@ func TestReplayFollowsTheSession(t *testing.T) {
 			defer r.cleanup()
 			if r.cfg.Session != tt.want {
 				t.Errorf("the replay's session is %q, want %q", r.cfg.Session, tt.want)
+			}
+			if r.cfg.Animations != tt.wantAnimations {
+				t.Errorf("the replay's animations are %v, want %v", r.cfg.Animations, tt.wantAnimations)
 			}
 		})
 	}
