@@ -76,9 +76,9 @@ type Config struct {
 	Env []string
 
 	// Animations lets GTK applications animate (fades, spinners, tabs
-	// sliding open). Off, the session is told the desktop prefers no
-	// animation (toolkit.go), so a settle is not stretched by one and a
-	// screenshot is not taken halfway through one.
+	// sliding open) and blink their text cursors. Off, the session is told
+	// the desktop prefers neither (toolkit.go), so a settle is not
+	// stretched by them and a screenshot is not taken halfway through one.
 	Animations bool
 
 	// Credential, when set, is the user the session runs as: the window

@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// The session's toolkits are told that the desktop prefers no animation.
+// The session's toolkits are told that the desktop prefers no animation
+// and no blinking text cursor.
 // GTK (and Chromium, which reads GTK's settings on Linux) otherwise fades
 // menus in, slides tabs open and spins a throbber while a page loads:
 // Chromium drew for 220-250 ms after its window showed a task's page, in
@@ -25,8 +26,12 @@ import (
 // the session's $XDG_CONFIG_DIRS.
 const toolkitDir = "xdg"
 
-// toolkitSettings is GTK's settings.ini.
-const toolkitSettings = "[Settings]\ngtk-enable-animations=false\n"
+// toolkitSettings is GTK's settings.ini. The text cursor does not blink
+// either: a blinking cursor redraws twice a second in every focused entry
+// (GTK's and Chromium's), so one screenshot of a still screen differs from
+// the next, a settle whose quiet period meets a blink waits one out, and the
+// stream encodes a frame for each.
+const toolkitSettings = "[Settings]\ngtk-enable-animations=false\ngtk-cursor-blink=false\n"
 
 // writeToolkitSettings writes the GTK 3 and GTK 4 settings into dir's
 // toolkit directory (this process's, readable by the session).

@@ -11,8 +11,8 @@ import (
 
 // TestToolkitAnimations asks GTK itself (gtk-query-settings, from
 // libgtk-3-bin, run in the session's environment on a real Xvfb) whether
-// it animates: not by default, yes with Config.Animations, and yes when
-// the home's own settings.ini says so (GTK reads the home after
+// it animates and blinks its text cursor: not by default, yes with
+// Config.Animations, and yes when the home's own settings.ini says so (GTK reads the home after
 // $XDG_CONFIG_DIRS; an agent may turn them on for its episode, and the
 // reset's home restore turns them off again).
 func TestToolkitAnimations(t *testing.T) {
@@ -28,7 +28,7 @@ func TestToolkitAnimations(t *testing.T) {
 	}{
 		{"default: off", false, "", "FALSE"},
 		{"Config.Animations", true, "", "TRUE"},
-		{"the home's settings win", false, "[Settings]\ngtk-enable-animations=true\n", "TRUE"},
+		{"the home's settings win", false, "[Settings]\ngtk-enable-animations=true\ngtk-cursor-blink=true\n", "TRUE"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,18 +47,27 @@ func TestToolkitAnimations(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			cmd := exec.Command("gtk-query-settings", "gtk-enable-animations")
-			cmd.Env = d.Env()
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("gtk-query-settings: %v\n%s", err, out)
-			}
-			_, got, ok := strings.Cut(strings.TrimSpace(string(out)), "gtk-enable-animations:")
-			if !ok {
-				t.Fatalf("gtk-query-settings printed %q", out)
-			}
-			if got = strings.TrimSpace(got); got != tc.want {
-				t.Errorf("gtk-enable-animations = %s, want %s", got, tc.want)
+			for _, setting := range []string{"gtk-enable-animations", "gtk-cursor-blink"} {
+				cmd := exec.Command("gtk-query-settings", setting)
+				cmd.Env = d.Env()
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("gtk-query-settings: %v\n%s", err, out)
+				}
+				// It prints every setting whose name starts with the one
+				// asked for (gtk-cursor-blink-time...), one per line.
+				got, found := "", false
+				for _, line := range strings.Split(string(out), "\n") {
+					if v, ok := strings.CutPrefix(strings.TrimSpace(line), setting+":"); ok {
+						got, found = strings.TrimSpace(v), true
+					}
+				}
+				if !found {
+					t.Fatalf("gtk-query-settings printed %q", out)
+				}
+				if got != tc.want {
+					t.Errorf("%s = %s, want %s", setting, got, tc.want)
+				}
 			}
 		})
 	}
