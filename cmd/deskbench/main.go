@@ -5,6 +5,7 @@
 //	deskbench network [flags]   the same behind shaped links: fps, latency, freezes, bitrate, keyframes (root)
 //	deskbench pool [flags]      pool mode: memory per desktop, start rate, throughput with many agents
 //	deskbench ways [flags]      one task solved as tools, computer and codeact: calls, turns, observation bytes
+//	deskbench answers [flags]   how long the desktop's applications take to answer an action, against settle quiet periods
 //	deskbench all               every benchmark with its defaults
 package main
 
@@ -29,6 +30,7 @@ func subcommands() []subcommand {
 		{"latency", "glass-to-glass latency, fps and CPU of the browser stream vs x11vnc + noVNC", runLatency},
 		{"pool", "pool mode: memory per idle desktop, start rate, actions/s with 8 agents, screenshot p50 under load", runPool},
 		{"ways", "one task (edit-todo) solved as tools, computer and codeact: tool calls, turns, observation bytes", runWays},
+		{"answers", "how long the desktop's applications take to answer an action: first draw, longest pause, last draw, against settle quiet periods", runAnswers},
 		// Last in "all": it needs root, and says so, after the others ran.
 		{"network", "the stream behind shaped links (rate, delay, loss) beside the fixed bitrate and noVNC; root", runNetwork},
 		// "serve" is the latency benchmark's server child (one process per
