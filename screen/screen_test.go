@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/adler32"
+	"hash/maphash"
 	"image"
 	"image/color"
 	"image/jpeg"
@@ -417,4 +418,70 @@ func rootSize(t *testing.T, d *display.Display) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%dx%d", g.Width, g.Height)
+}
+
+// TestFrameRehash: a frame whose rows were rewritten and rehashed band by
+// band has the Hash of the same pixels hashed whole, wherever the rows
+// fall (inside a band, across bands, the last short band), and a copy
+// with pixels of its own does not reuse the bands of the frame it was
+// copied from.
+func TestFrameRehash(t *testing.T) {
+	seed := maphash.MakeSeed()
+	const w, h = 37, 70 // the last band is 6 rows
+	fresh := func() *Frame {
+		f := &Frame{Pix: make([]byte, w*h*4), Stride: w * 4, Width: w, Height: h}
+		for i := range f.Pix {
+			f.Pix[i] = byte(i * 7)
+		}
+		f.rehash(seed, 0, h)
+		return f
+	}
+	whole := func(f *Frame) uint64 {
+		g := &Frame{Pix: append([]byte(nil), f.Pix...), Stride: f.Stride, Width: f.Width, Height: f.Height}
+		g.rehash(seed, 0, g.Height)
+		return g.Hash
+	}
+	for _, tc := range []struct {
+		name   string
+		y0, y1 int
+	}{
+		{"one row", 3, 4},
+		{"inside a band", 17, 30},
+		{"across bands", 14, 35},
+		{"the last short band", 66, 70},
+		{"everything", 0, 70},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := fresh()
+			before := f.Hash
+			for y := tc.y0; y < tc.y1; y++ {
+				f.Pix[y*f.Stride+5] ^= 0xff
+			}
+			f.rehash(seed, tc.y0, tc.y1)
+			if f.Hash == before {
+				t.Errorf("the hash did not change after rows %d-%d changed", tc.y0, tc.y1)
+			}
+			if want := whole(f); f.Hash != want {
+				t.Errorf("rehashed rows %d-%d: hash %x, hashed whole %x", tc.y0, tc.y1, f.Hash, want)
+			}
+		})
+	}
+	t.Run("a copy with pixels of its own", func(t *testing.T) {
+		f := fresh()
+		c := *f
+		c.Pix = append([]byte(nil), f.Pix...)
+		c.Pix[0] ^= 0xff // a change rehash is not told of: only a new Pix shows it
+		c.rehash(seed, 60, 61)
+		if want := whole(&c); c.Hash != want {
+			t.Errorf("the copy's hash %x, hashed whole %x: it used the original's bands", c.Hash, want)
+		}
+		if orig := whole(f); f.Hash != orig {
+			t.Errorf("the original's hash changed under the copy")
+		}
+		f.Pix[40*f.Stride] ^= 0xff
+		f.rehash(seed, 40, 41)
+		if want := whole(f); f.Hash != want {
+			t.Errorf("the original's bands were written by the copy: hash %x, hashed whole %x", f.Hash, want)
+		}
+	})
 }
