@@ -166,6 +166,16 @@ type clientOptions struct {
 }
 
 func clientAPI(t testing.TB, vp8Only bool) *webrtc.API {
+	return clientAPIFor(t, vp8Only, nil)
+}
+
+// clientAPIWith is clientAPI's default codecs with more registered on the
+// media engine by more (header extensions a browser offers, say).
+func clientAPIWith(t testing.TB, more func(*webrtc.MediaEngine)) *webrtc.API {
+	return clientAPIFor(t, false, more)
+}
+
+func clientAPIFor(t testing.TB, vp8Only bool, more func(*webrtc.MediaEngine)) *webrtc.API {
 	m := &webrtc.MediaEngine{}
 	var err error
 	if vp8Only {
@@ -176,6 +186,9 @@ func clientAPI(t testing.TB, vp8Only bool) *webrtc.API {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if more != nil {
+		more(m)
 	}
 	reg := &interceptor.Registry{}
 	if err := webrtc.RegisterDefaultInterceptors(m, reg); err != nil {

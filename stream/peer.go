@@ -13,6 +13,7 @@ import (
 	"github.com/pion/interceptor/pkg/cc"
 	"github.com/pion/logging"
 	"github.com/pion/rtcp"
+	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -43,6 +44,9 @@ func (s *Server) buildAPI() error {
 	}
 	if err := webrtc.ConfigureRTCPReports(reg); err != nil {
 		return fmt.Errorf("stream: RTCP reports: %w", err)
+	}
+	if err := configurePlayoutDelay(m, reg, rtp.PlayoutDelayExtension{}); err != nil {
+		return fmt.Errorf("stream: playout delay: %w", err)
 	}
 
 	se := webrtc.SettingEngine{LoggerFactory: pionLogs{s.log}}
