@@ -60,9 +60,11 @@ func (p *playoutDelay) BindLocalStream(info *interceptor.StreamInfo, writer inte
 		return writer
 	}
 	return interceptor.RTPWriterFunc(func(h *rtp.Header, payload []byte, a interceptor.Attributes) (int, error) {
-		if err := h.SetExtension(id, p.payload); err != nil {
-			return 0, fmt.Errorf("set the playout delay extension: %w", err)
-		}
+		// SetExtension refuses an id that does not fit the header's
+		// extension profile (an id over 14 beside one-byte extensions, as
+		// an offer may ask): the packet then goes without it, late frames
+		// rather than none.
+		_ = h.SetExtension(id, p.payload)
 		return writer.Write(h, payload, a)
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/interceptor"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 )
@@ -79,6 +80,44 @@ func TestPlayoutDelay(t *testing.T) {
 				}
 			case <-time.After(20 * time.Second):
 				t.Fatal("no video within 20 s")
+			}
+		})
+	}
+}
+
+// TestPlayoutDelayIDOutOfProfile: an id the header's one-byte extensions
+// cannot hold (one a viewer's offer may name) leaves the packet without the
+// extension, written all the same, never refused.
+func TestPlayoutDelayIDOutOfProfile(t *testing.T) {
+	var wrote []*rtp.Header
+	next := interceptor.RTPWriterFunc(func(h *rtp.Header, _ []byte, _ interceptor.Attributes) (int, error) {
+		wrote = append(wrote, h)
+		return 0, nil
+	})
+	for _, tc := range []struct {
+		name string
+		id   int
+		want bool
+	}{
+		{"one-byte id", 5, true},
+		{"id beyond one-byte beside a one-byte extension", 200, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wrote = nil
+			p := &playoutDelay{payload: []byte{0, 0, 0}}
+			w := p.BindLocalStream(&interceptor.StreamInfo{RTPHeaderExtensions: []interceptor.RTPHeaderExtension{{URI: playoutDelayURI, ID: tc.id}}}, next)
+			h := &rtp.Header{}
+			if err := h.SetExtension(3, []byte{1, 2}); err != nil { // a transport-cc style one-byte extension
+				t.Fatal(err)
+			}
+			if _, err := w.Write(h, nil, nil); err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			if len(wrote) != 1 {
+				t.Fatalf("%d packets written, want 1", len(wrote))
+			}
+			if got := wrote[0].GetExtension(uint8(tc.id)) != nil; got != tc.want {
+				t.Errorf("extension %d set: %v, want %v", tc.id, got, tc.want)
 			}
 		})
 	}
