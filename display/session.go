@@ -86,9 +86,7 @@ func writePanel(dir string) ([]string, error) {
 
 // skeleton is the desktop session's home skeleton: a LibreOffice profile with
 // no tip of the day, no first-start wizard, no recovery prompt, no "Keep
-// current format" question and high macro security, pcmanfm's settings, and
-// a Chromium profile with sign-in off (else a new profile grows an animated
-// "Sign in to Chromium?" button and folds it away again seconds later).
+// current format" question and high macro security, and pcmanfm's settings.
 //
 //go:embed all:skeleton
 var skeleton embed.FS

@@ -122,7 +122,7 @@ func TestDesktopSession(t *testing.T) {
 	} else if px[2] <= px[0] {
 		t.Errorf("wallpaper pixel %v is not the blue gradient", px)
 	}
-	for _, f := range []string{".config/libreoffice/4/user/registrymodifications.xcu", ".config/libfm/libfm.conf", ".config/pcmanfm/default/pcmanfm.conf", ".config/chromium/Default/Preferences"} {
+	for _, f := range []string{".config/libreoffice/4/user/registrymodifications.xcu", ".config/libfm/libfm.conf", ".config/pcmanfm/default/pcmanfm.conf"} {
 		if _, err := os.Stat(filepath.Join(cfg.Home, f)); err != nil {
 			t.Errorf("home skeleton: %v", err)
 		}
