@@ -3,7 +3,6 @@ package task
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -151,8 +150,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	// Nothing of Chromium's own over the page: without --test-type a bar
-	// warning of --no-sandbox takes 50 pixels of it, and a new profile
-	// grows a sign-in button unless the profile says sign-in is off.
+	// warning of --no-sandbox takes 50 pixels of it.
 	t.Run("nothing over the page", func(t *testing.T) {
 		p, err := b.Active(ctx)
 		if err != nil {
@@ -165,21 +163,6 @@ func TestBrowser(t *testing.T) {
 		t.Logf("Chromium's own height above the page: %d px", chrome)
 		if chrome > 110 {
 			t.Errorf("Chromium takes %d px above the page: more than its tabs and toolbar (a bar over the page?)", chrome)
-		}
-		raw, err := os.ReadFile(filepath.Join(b.profile, "Default", "Preferences"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var prefs struct {
-			Signin struct {
-				Allowed *bool `json:"allowed"`
-			} `json:"signin"`
-		}
-		if err := json.Unmarshal(raw, &prefs); err != nil {
-			t.Fatalf("the profile's Preferences: %v", err)
-		}
-		if prefs.Signin.Allowed == nil || *prefs.Signin.Allowed {
-			t.Errorf("sign-in is not off in the running profile's Preferences: %s", raw)
 		}
 	})
 
