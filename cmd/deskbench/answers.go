@@ -65,8 +65,7 @@ func answerApps() []answerApp {
 			{"scroll", `{"action":"scroll","coordinate":[300,200],"scroll_direction":"up","scroll_amount":3}`},
 		}},
 		{"chromium", []string{"chromium", "--user-data-dir={dir}/chromium", "--no-first-run", "--no-default-browser-check",
-			"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--password-store=basic", "--test-type",
-			"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps", "file://{dir}/one.html"},
+			"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--password-store=basic", "--test-type", "file://{dir}/one.html"},
 			6 * time.Second, []answerStep{
 				{"Tab to the link", key("Tab")}, {"Return: follow it", key("Return")}, {"alt+Left: back", key("alt+Left")},
 				{"ctrl+t: new tab", key("ctrl+t")}, {"type in the omnibox", typed("page")}, {"ctrl+w: close tab", key("ctrl+w")},
@@ -226,8 +225,6 @@ func writeAnswerFiles(dir string) error {
 		"files/a/x.txt":   "x\n",
 		"files/b/y.txt":   "y\n",
 		"files/notes.txt": "n\n",
-		// The task's browser step seeds its profile so (task/browser.go).
-		"chromium/Default/Preferences": `{"signin":{"allowed":false,"allowed_on_next_startup":false}}`,
 	}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
