@@ -149,23 +149,6 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
-	// Nothing of Chromium's own over the page: without --test-type a bar
-	// warning of --no-sandbox takes 50 pixels of it.
-	t.Run("nothing over the page", func(t *testing.T) {
-		p, err := b.Active(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var chrome int
-		if err := p.Evaluate(ctx, "window.outerHeight - window.innerHeight", &chrome); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("Chromium's own height above the page: %d px", chrome)
-		if chrome > 110 {
-			t.Errorf("Chromium takes %d px above the page: more than its tabs and toolbar (a bar over the page?)", chrome)
-		}
-	})
-
 	for _, c := range []struct {
 		check string
 		pass  bool
