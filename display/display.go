@@ -305,7 +305,13 @@ func (d *Display) Env() []string {
 	if d.cfg.Credential != nil || d.cfg.User != "" {
 		drop = append(drop, "USER", "LOGNAME", "MAIL", "XDG_RUNTIME_DIR")
 	}
-	if d.auth != nil && !d.cfg.Animations {
+	// toolkit: Start wrote the toolkit settings into the display's own
+	// directory (only a display this handle started has one, and only when
+	// animations are off). One test for both the drop and the set below, so
+	// the inherited XDG_CONFIG_DIRS is left out exactly when ours replaces
+	// it: never two of them in the environment, never the settings lost.
+	toolkit := d.auth != nil && !d.cfg.Animations
+	if toolkit {
 		drop = append(drop, "XDG_CONFIG_DIRS")
 	}
 	base := envWithout(withoutDeskenv(os.Environ()), drop...)
@@ -321,7 +327,7 @@ func (d *Display) Env() []string {
 	if d.cfg.User != "" {
 		env = append(env, "USER="+d.cfg.User, "LOGNAME="+d.cfg.User)
 	}
-	if d.auth != nil && !d.cfg.Animations {
+	if toolkit {
 		env = append(env, "XDG_CONFIG_DIRS="+toolkitConfigDirs(d.auth.dir, os.Getenv("XDG_CONFIG_DIRS")))
 	}
 	return append(env, d.cfg.Env...)
