@@ -395,17 +395,3 @@ func (c *Capturer) Close() error {
 	c.closed = true
 	return c.f.Close()
 }
-
-// StripeHashes hashes every band of rows rows (the last may be shorter), so a
-// caller can tell which part of the screen changed without comparing pixels.
-func (f *Frame) StripeHashes(seed maphash.Seed, rows int, dst []uint64) []uint64 {
-	if rows <= 0 {
-		rows = 16
-	}
-	dst = dst[:0]
-	for y := 0; y < f.Height; y += rows {
-		end := min(y+rows, f.Height)
-		dst = append(dst, maphash.Bytes(seed, f.Pix[y*f.Stride:end*f.Stride]))
-	}
-	return dst
-}
