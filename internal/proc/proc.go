@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ErrGone is wrapped by the errors of a process that has exited (or never
@@ -307,4 +308,60 @@ func head(b []byte) string {
 		return string(b[:80]) + "..."
 	}
 	return string(b)
+}
+
+// Threads lists the thread ids of process pid (/proc/PID/task).
+func (p FS) Threads(pid int) ([]int, error) {
+	dir, err := os.Open(filepath.Join(p.Root, strconv.Itoa(pid), "task"))
+	if err != nil {
+		return nil, p.wrap(pid, "task", err)
+	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, p.wrap(pid, "task", err)
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil && tid > 0 {
+			out = append(out, tid)
+		}
+	}
+	return out, nil
+}
+
+// Runtime is how long thread tid of process pid has run on a CPU, from the
+// first field of /proc/PID/task/TID/schedstat: nanoseconds, where stat's
+// utime and stime count 10 ms ticks, too coarse to tell whether a program
+// did anything in the last 20 ms.
+func (p FS) Runtime(pid, tid int) (time.Duration, error) {
+	name := "task/" + strconv.Itoa(tid) + "/schedstat"
+	b, err := p.read(pid, name, 256)
+	if err != nil {
+		return 0, err
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	ns, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+	if err != nil || ns < 0 {
+		return 0, fmt.Errorf("process %d: %s %q: want nanoseconds first", pid, name, head(b))
+	}
+	return time.Duration(ns), nil
+}
+
+// LastPID is the process id the kernel handed out last, from
+// /proc/loadavg: while it stays the same, no process or thread was created.
+func (p FS) LastPID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(p.Root, "loadavg"))
+	if err != nil {
+		return 0, fmt.Errorf("read %s/loadavg: %w", p.Root, err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 5 {
+		return 0, fmt.Errorf("%s/loadavg %q: want five fields", p.Root, head(b))
+	}
+	pid, err := strconv.Atoi(f[4])
+	if err != nil {
+		return 0, fmt.Errorf("%s/loadavg %q: last process id: %w", p.Root, head(b), err)
+	}
+	return pid, nil
 }

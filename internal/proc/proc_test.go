@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tail is the part of a real stat line after the state, ppid, pgrp and
@@ -165,6 +166,8 @@ func TestGone(t *testing.T) {
 		"comm":    func() error { _, err := p.Comm(7); return err },
 		"owner":   func() error { _, err := p.Owner(7); return err },
 		"pss":     func() error { _, err := p.PSS(7); return err },
+		"threads": func() error { _, err := p.Threads(7); return err },
+		"runtime": func() error { _, err := p.Runtime(7, 7); return err },
 	} {
 		if err := read(); !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "process 7") {
 			t.Errorf("%s of a missing process: %v, want ErrGone naming process 7", name, err)
@@ -247,5 +250,59 @@ func TestRealProcess(t *testing.T) {
 	_ = cmd.Wait()
 	if _, err := p.Stat(pid); !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "process "+strconv.Itoa(pid)) {
 		t.Errorf("Stat of reaped child %d: %v, want ErrGone naming it", pid, err)
+	}
+}
+
+// TestRuntimeFiles: the thread listing, a thread's runtime and the last pid
+// from a made-up process file system, well-formed and not.
+func TestRuntimeFiles(t *testing.T) {
+	p := fakeProc(t, nil)
+	for _, tid := range []string{"42", "43"} {
+		if err := os.MkdirAll(filepath.Join(p.Root, "42", "task", tid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(p.Root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("42/task/42/schedstat", "1500000 200 7\n")
+	write("42/task/43/schedstat", "junk 1 2\n")
+	write("loadavg", "0.03 0.74 1.18 1/82 14761\n")
+	tids, err := p.Threads(42)
+	slices.Sort(tids)
+	if err != nil || !slices.Equal(tids, []int{42, 43}) {
+		t.Errorf("Threads(42) = %v, %v; want [42 43]", tids, err)
+	}
+	if d, err := p.Runtime(42, 42); err != nil || d != 1500*time.Microsecond {
+		t.Errorf("Runtime(42, 42) = %s, %v; want 1.5ms", d, err)
+	}
+	if _, err := p.Runtime(42, 43); err == nil || errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "process 42") {
+		t.Errorf("Runtime of a malformed schedstat: %v, want an error naming process 42, not ErrGone", err)
+	}
+	if pid, err := p.LastPID(); err != nil || pid != 14761 {
+		t.Errorf("LastPID = %d, %v; want 14761", pid, err)
+	}
+	write("loadavg", "0.03 0.74\n")
+	if _, err := p.LastPID(); err == nil {
+		t.Error("LastPID of a short loadavg: no error")
+	}
+}
+
+// TestRuntimeReal: this process's threads are listed and its main thread
+// has run.
+func TestRuntimeReal(t *testing.T) {
+	p := Default()
+	tids, err := p.Threads(os.Getpid())
+	if err != nil || !slices.Contains(tids, os.Getpid()) {
+		t.Fatalf("Threads(self) = %v, %v; want the main thread %d among them", tids, err, os.Getpid())
+	}
+	if d, err := p.Runtime(os.Getpid(), os.Getpid()); err != nil || d <= 0 {
+		t.Errorf("Runtime(self) = %s, %v; want a positive time", d, err)
+	}
+	if pid, err := p.LastPID(); err != nil || pid <= 0 {
+		t.Errorf("LastPID = %d, %v", pid, err)
 	}
 }

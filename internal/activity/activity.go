@@ -1,0 +1,181 @@
+// Package activity measures the CPU time a desktop's programs use, so a
+// settle can tell an application that has finished drawing from one that
+// is still working out what to draw next.
+//
+// The X server's DAMAGE events say when the screen was drawn on, not
+// whether more is coming: an application that draws in two parts with
+// 60 ms of work between them looks, after the first part, like one that is
+// done. A quiet period long enough to cover such gaps (80 ms) costs every
+// action that long. The processes' CPU time tells the two apart for the
+// common case: an application that is done sleeps in poll until its next
+// event; one that is still computing (laying out a page, reading a
+// directory) runs. What it cannot see is work that waits on a timer or on
+// another machine, which no quiet period short of the timer sees either.
+package activity
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/deskenv/deskenv/internal/proc"
+)
+
+// Config says which processes are the desktop's.
+type Config struct {
+	// UID, when not negative and not this process's own user, is the
+	// desktop session's user: every process of that user counts, however
+	// it was started (a daemon that left the process tree too).
+	UID int
+	// Exclude returns the processes that do not count, with everything
+	// below them: the X server (it runs the capture a settle makes ahead,
+	// which would make the desktop look busy) and its xkbcomp. Nil: none.
+	Exclude func() []int
+	// FS is the process file system; the zero value is /proc.
+	FS proc.FS
+}
+
+// Meter adds up the CPU time of the desktop's processes: with a session
+// user, that user's processes; without one (deskenv and its desktop run as
+// the same user, as in tests), the processes below this one but the
+// excluded. It is safe for concurrent use.
+type Meter struct {
+	cfg  Config
+	self int
+
+	mu      sync.Mutex
+	lastPID int          // /proc/loadavg's last pid at the last listing
+	pids    []int        // the desktop's processes at the last listing
+	seen    map[int]seen // thread id -> what it had run at the last reading
+	round   uint64       // readings so far
+	total   time.Duration
+}
+
+// seen is a thread's runtime at one reading, and the reading's number, so
+// threads that have exited are forgotten.
+type seen struct {
+	ran   time.Duration
+	round uint64
+}
+
+// New returns a meter for the desktop cfg describes.
+func New(cfg Config) *Meter {
+	if cfg.FS.Root == "" {
+		cfg.FS = proc.Default()
+	}
+	if cfg.UID == os.Getuid() {
+		cfg.UID = -1
+	}
+	return &Meter{cfg: cfg, self: os.Getpid(), seen: map[int]seen{}}
+}
+
+// Used returns a running total of the CPU time the desktop's threads have
+// used, only ever growing: the difference of two calls is the time used
+// between them. A thread that appeared since the last call counts with all
+// it ran (a program the action started is busy by definition); a thread
+// that exited between two calls loses what it ran after the first (rare:
+// drawing is done by threads that stay). The first call only takes stock.
+func (m *Meter) Used(ctx context.Context) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.list(ctx); err != nil {
+		return 0, err
+	}
+	m.round++
+	round := m.round
+	for _, pid := range m.pids {
+		tids, err := m.cfg.FS.Threads(pid)
+		if err != nil {
+			continue // exited since the listing
+		}
+		for _, tid := range tids {
+			ran, err := m.cfg.FS.Runtime(pid, tid)
+			if err != nil {
+				continue
+			}
+			prev, ok := m.seen[tid]
+			switch {
+			case ok && ran >= prev.ran:
+				m.total += ran - prev.ran
+			case round > 1:
+				// New since the last reading (or a thread id reused):
+				// all it ran is recent enough to count.
+				m.total += ran
+			}
+			m.seen[tid] = seen{ran: ran, round: round}
+		}
+	}
+	for tid, s := range m.seen {
+		if s.round != round {
+			delete(m.seen, tid)
+		}
+	}
+	return m.total, nil
+}
+
+// list finds the desktop's processes again when a process or thread was
+// created since the last listing (the kernel's last pid moved): listing
+// /proc costs a few milliseconds; reading the last pid, microseconds.
+func (m *Meter) list(ctx context.Context) error {
+	last, err := m.cfg.FS.LastPID()
+	if err != nil {
+		return fmt.Errorf("measure the desktop's CPU use: %w", err)
+	}
+	if m.pids != nil && last == m.lastPID {
+		return nil
+	}
+	all, err := m.cfg.FS.PIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("measure the desktop's CPU use: %w", err)
+	}
+	type node struct{ ppid, uid int }
+	procs := make(map[int]node, len(all))
+	for _, pid := range all {
+		st, err := m.cfg.FS.Stat(pid)
+		if err != nil {
+			continue
+		}
+		n := node{ppid: st.PPID, uid: -1}
+		if m.cfg.UID >= 0 {
+			if n.uid, err = m.cfg.FS.Owner(pid); err != nil {
+				continue
+			}
+		}
+		procs[pid] = n
+	}
+	excluded := map[int]bool{m.self: true}
+	if m.cfg.Exclude != nil {
+		for _, p := range m.cfg.Exclude() {
+			excluded[p] = true
+		}
+	}
+	// below says whether pid is below this process and not below an
+	// excluded one.
+	below := func(pid int) bool {
+		for a := pid; a > 1; a = procs[a].ppid {
+			if excluded[a] {
+				return a == m.self && a != pid
+			}
+			if _, ok := procs[a]; !ok {
+				return false
+			}
+		}
+		return false
+	}
+	pids := make([]int, 0, 16)
+	for pid, n := range procs {
+		if m.cfg.UID >= 0 {
+			if n.uid == m.cfg.UID && !excluded[pid] {
+				pids = append(pids, pid)
+			}
+			continue
+		}
+		if below(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	m.pids, m.lastPID = pids, last
+	return nil
+}

@@ -1,0 +1,161 @@
+package activity
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// spinner starts a shell that keeps a CPU busy, as cred's user when set,
+// and returns it; it is killed when the test ends.
+func spinner(t *testing.T, cred *syscall.Credential) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// sleeper starts a process that never runs.
+func sleeper(t *testing.T) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// usedOver is what m counts over d.
+func usedOver(t *testing.T, m *Meter, d time.Duration) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	a, err := m.Used(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	b, err := m.Used(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b < a {
+		t.Fatalf("the running total went down: %s, then %s", a, b)
+	}
+	return b - a
+}
+
+// TestMeter: which processes count. Each case starts its processes, then
+// reads the meter over 200 ms; a busy loop that counts shows at least
+// 20 ms of it (a tenth, so a loaded machine's scheduling does not matter),
+// one that does not shows none.
+func TestMeter(t *testing.T) {
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	tests := []struct {
+		name string
+		root bool // needs root, to run a process as another user
+		// start starts the case's processes and returns the meter's
+		// config.
+		start func(t *testing.T) Config
+		busy  bool
+	}{
+		{"a sleeping child", false, func(t *testing.T) Config {
+			sleeper(t)
+			return Config{UID: -1}
+		}, false},
+		{"a busy child", false, func(t *testing.T) Config {
+			sleeper(t)
+			spinner(t, nil)
+			return Config{UID: -1}
+		}, true},
+		{"a busy child excluded", false, func(t *testing.T) Config {
+			s := spinner(t, nil)
+			return Config{UID: -1, Exclude: func() []int { return []int{s.Process.Pid} }}
+		}, false},
+		{"a busy grandchild of an excluded child", false, func(t *testing.T) Config {
+			sh := exec.Command("sh", "-c", "sh -c 'while :; do :; done' & wait")
+			sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so the cleanup kills both
+			if err := sh.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(-sh.Process.Pid, syscall.SIGKILL); _ = sh.Process.Kill(); _ = sh.Wait() })
+			return Config{UID: -1, Exclude: func() []int { return []int{sh.Process.Pid} }}
+		}, false},
+		{"the session user's busy process", true, func(t *testing.T) Config {
+			spinner(t, nobody)
+			return Config{UID: 65534}
+		}, true},
+		{"with a session user, a busy child of another user", true, func(t *testing.T) Config {
+			spinner(t, nil)
+			return Config{UID: 65534}
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root && os.Geteuid() != 0 {
+				t.Skip("needs root to start a process as another user")
+			}
+			m := New(tc.start(t))
+			// The first reading takes stock; the spinner may not have
+			// been listed yet, so read once before measuring.
+			if _, err := m.Used(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := usedOver(t, m, 200*time.Millisecond)
+			if tc.busy && got < 20*time.Millisecond {
+				t.Errorf("a busy loop of the desktop's ran %s in 200 ms by the meter, want at least 20 ms", got)
+			}
+			if !tc.busy && got != 0 {
+				t.Errorf("the meter counted %s in 200 ms, want nothing: no busy process of the desktop", got)
+			}
+		})
+	}
+}
+
+// TestMeterNewProcess: a process started between two readings counts with
+// all it ran, and the total stays a running total when it exits.
+func TestMeterNewProcess(t *testing.T) {
+	m := New(Config{UID: -1})
+	ctx := context.Background()
+	a, err := m.Used(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := spinner(t, nil)
+	time.Sleep(150 * time.Millisecond)
+	b, err := m.Used(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b-a < 15*time.Millisecond {
+		t.Errorf("a busy process started after the first reading counted %s over 150 ms, want at least 15 ms", b-a)
+	}
+	_ = s.Process.Kill()
+	_ = s.Wait()
+	c, err := m.Used(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c < b {
+		t.Errorf("the total went down from %s to %s when the process exited", b, c)
+	}
+}
+
+// TestMeterNoProc: an unreadable process file system is an error worded
+// for a person, not a count of zero (which would read as idle).
+func TestMeterNoProc(t *testing.T) {
+	m := New(Config{UID: -1})
+	m.cfg.FS.Root = t.TempDir()
+	if _, err := m.Used(context.Background()); err == nil {
+		t.Fatal("a meter over an empty directory said nothing was wrong")
+	}
+}
