@@ -42,6 +42,9 @@ type damageWatch struct {
 	waiters int         // settles waiting now
 	closed  bool
 	feeds   map[*DamageFeed]struct{}
+	// idleEnds counts the settles that ended after the idle quiet period
+	// (SettleOptions.Activity), for tests and benchmarks.
+	idleEnds atomic.Int64
 
 	ctx  context.Context
 	stop context.CancelFunc
@@ -343,29 +346,61 @@ func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOpt
 	deadline := start.Add(opt.Max)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var aheadFor time.Time // the quiet spell ahead was last called in
+	var (
+		aheadFor time.Time     // the quiet spell ahead was last called in
+		markFor  time.Time     // the quiet spell mark was read in
+		mark     time.Duration // the desktop's CPU time at markFor's midpoint
+		busyFor  time.Time     // a quiet spell in which the desktop was busy
+	)
 	last = w.lastDamage()
 	for {
 		from := start // the quiet spell began
 		if last.After(start) {
 			from = last
 		}
+		// idle: this spell may end after IdleQuiet if the desktop's
+		// programs sit idle through its second half (SettleOptions.Activity).
+		idle := opt.Activity != nil && !busyFor.Equal(from)
 		due, early := from.Add(opt.Quiet), from.Add(opt.Quiet/2)
+		idleDue := from.Add(opt.IdleQuiet)
+		if idle {
+			early = from.Add(opt.IdleQuiet / 2)
+		}
 		now := time.Now()
-		if !now.Before(due) {
+		if !now.Before(due) || (idle && markFor.Equal(from) && !now.Before(idleDue)) {
+			byIdle := now.Before(due)
+			if byIdle {
+				// Quiet for IdleQuiet: settled if the programs used no
+				// more than idleCPU since the mark.
+				used, err := opt.Activity.Used(ctx)
+				if err != nil || used-mark > idleCPU {
+					busyFor = from
+					continue
+				}
+			}
 			if last, err = w.check(ctx); err != nil {
 				return false, time.Since(start), last, err
 			}
-			if now = time.Now(); last.Add(opt.Quiet).After(now) && last.After(start) {
+			if now = time.Now(); last.After(from) && last.After(start) {
 				if !now.Before(deadline) {
 					return false, now.Sub(start), last, nil
 				}
 				continue // drawn since: wait a quiet period from then
 			}
+			if byIdle {
+				w.idleEnds.Add(1)
+			}
 			return true, now.Sub(start), last, nil
 		}
 		if !now.Before(deadline) {
 			return false, now.Sub(start), last, nil
+		}
+		if idle && !markFor.Equal(from) && !now.Before(early) {
+			markFor = from
+			if mark, err = opt.Activity.Used(ctx); err != nil {
+				w.log.Debug("cannot tell whether the desktop is busy; waiting the whole quiet period", "err", err)
+				busyFor = from
+			}
 		}
 		if ahead != nil && !aheadFor.Equal(from) && !now.Before(early) {
 			aheadFor = from
@@ -374,8 +409,11 @@ func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOpt
 			continue
 		}
 		wake := due
-		if ahead != nil && !aheadFor.Equal(from) {
+		switch {
+		case ahead != nil && !aheadFor.Equal(from), idle && !markFor.Equal(from):
 			wake = early
+		case idle:
+			wake = idleDue
 		}
 		if deadline.Before(wake) {
 			wake = deadline

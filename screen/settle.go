@@ -19,7 +19,31 @@ type SettleOptions struct {
 	// way settling worked before damage, kept to compare the two and for
 	// servers whose damage cannot be trusted.
 	Poll bool
+	// Activity, when set, lets a settle from damage end after IdleQuiet
+	// instead of Quiet when the desktop's programs ran on no CPU through
+	// the second half of those IdleQuiet: an application that is done
+	// drawing sleeps, one that will draw again soon (laying out a page,
+	// reading a directory) mostly runs first. Drawing that waits on a
+	// timer is not seen this way, as it is not by a quiet period shorter
+	// than the timer (deskbench answers measures both on real
+	// applications).
+	Activity Activity
+	// IdleQuiet is the shorter quiet period Activity allows. Default
+	// 40 ms; a value not below Quiet turns Activity off.
+	IdleQuiet time.Duration
 }
+
+// Activity is what a settle asks of the desktop's programs: the CPU time
+// they have used so far, a running total (internal/activity's Meter).
+type Activity interface {
+	Used(ctx context.Context) (time.Duration, error)
+}
+
+// idleCPU is the CPU time the desktop's programs may use in the second half
+// of an IdleQuiet spell and still count as idle: none. Idle applications
+// (xterm, Chromium, GTK programs) measured here ran not at all in most
+// 20 ms windows, and any work at all may be the next draw.
+const idleCPU = 0
 
 func (o *SettleOptions) defaults() {
 	if o.Quiet <= 0 {
@@ -30,6 +54,12 @@ func (o *SettleOptions) defaults() {
 	}
 	if o.Interval <= 0 {
 		o.Interval = 10 * time.Millisecond
+	}
+	if o.IdleQuiet <= 0 {
+		o.IdleQuiet = 40 * time.Millisecond
+	}
+	if o.IdleQuiet >= o.Quiet {
+		o.Activity = nil
 	}
 }
 

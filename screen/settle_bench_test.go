@@ -15,18 +15,20 @@ import (
 	"github.com/jezek/xgb/xtest"
 
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/activity"
 	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/internal/xext"
 )
 
 // BenchmarkSettleAfterAction answers an action on an xterm with its settled
 // screenshot, the old way (sample the screen every 10 ms until it is quiet,
-// then capture again for the shot) and the new (wait on damage events, then
-// capture once for the shot), interleaved iteration by iteration so both
-// see the same machine. It reports, for each way, the latency from the
-// action to the encoded shot (p50, p95), the screens captured per settle,
-// and the CPU time per settle of this process and of the X server (which
-// copies the screen for every capture).
+// then capture again for the shot), from damage events (then capture once
+// for the shot), and from damage events ending after 40 ms when the
+// desktop's programs sat idle (SettleOptions.Activity), interleaved
+// iteration by iteration so all see the same machine. It reports, for each
+// way, the latency from the action to the encoded shot (p50, p95), the
+// screens captured per settle, and the CPU time per settle of this process
+// and of the X server (which copies the screen for every capture).
 //
 // The action is injected with XTEST, as hci's executor does; the MCP
 // request around it (about 1-2 ms) is left out. Quiet is 80 ms, the
@@ -56,6 +58,7 @@ func BenchmarkSettleAfterAction(b *testing.B) {
 	}
 	in := newInjector(b, ctx, d)
 	in.click(200, 400) // focus the first xterm
+	meter := activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
 
 	ways := []struct {
 		name string
@@ -69,6 +72,12 @@ func BenchmarkSettleAfterAction(b *testing.B) {
 		}},
 		{"damage", func() (Shot, error) {
 			shot, _, _, err := s.SettleShot(ctx, SettleOptions{Quiet: quiet, Max: 2 * time.Second})
+			return shot, err
+		}},
+		// As the appliance settles by default: the quiet period, ending
+		// after 40 ms when the xterms and their shells sat idle.
+		{"idle", func() (Shot, error) {
+			shot, _, _, err := s.SettleShot(ctx, SettleOptions{Quiet: quiet, Max: 2 * time.Second, Activity: meter})
 			return shot, err
 		}},
 	}
