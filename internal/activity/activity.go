@@ -42,8 +42,9 @@ type Config struct {
 // the same user, as in tests), the processes below this one but the
 // excluded. It is safe for concurrent use.
 type Meter struct {
-	cfg  Config
-	self int
+	cfg   Config
+	self  int
+	limit int // maxThreads; tests set less
 
 	mu      sync.Mutex
 	lastPID int          // /proc/loadavg's last pid at the last listing
@@ -68,8 +69,15 @@ func New(cfg Config) *Meter {
 	if cfg.UID == os.Getuid() {
 		cfg.UID = -1
 	}
-	return &Meter{cfg: cfg, self: os.Getpid(), seen: map[int]seen{}}
+	return &Meter{cfg: cfg, self: os.Getpid(), limit: maxThreads, seen: map[int]seen{}}
 }
+
+// maxThreads bounds the threads one reading looks at. Each costs a file
+// read (a few microseconds); an agent that starts thousands of threads
+// would otherwise make every settle slower and deskenv busier. Past it the
+// reading fails, and a settle waits its whole quiet period, as without a
+// meter. Chromium with a few tabs runs a few hundred.
+const maxThreads = 4096
 
 // Used returns a running total of the CPU time the desktop's threads have
 // used, only ever growing: the difference of two calls is the time used
@@ -85,10 +93,18 @@ func (m *Meter) Used(ctx context.Context) (time.Duration, error) {
 	}
 	m.round++
 	round := m.round
+	read := 0
 	for _, pid := range m.pids {
 		tids, err := m.cfg.FS.Threads(pid)
 		if err != nil {
 			continue // exited since the listing
+		}
+		if read += len(tids); read > m.limit {
+			// Forget what was read, so the next reading counts from a
+			// fresh stock instead of a partial one.
+			clear(m.seen)
+			m.round = 0
+			return 0, fmt.Errorf("measure the desktop's CPU use: more than %d threads", m.limit)
 		}
 		for _, tid := range tids {
 			ran, err := m.cfg.FS.Runtime(pid, tid)

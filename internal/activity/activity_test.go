@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -157,5 +158,27 @@ func TestMeterNoProc(t *testing.T) {
 	m.cfg.FS.Root = t.TempDir()
 	if _, err := m.Used(context.Background()); err == nil {
 		t.Fatal("a meter over an empty directory said nothing was wrong")
+	}
+}
+
+// TestMeterTooManyThreads: past its limit of threads a reading fails (so a
+// settle waits its whole quiet period) instead of growing without bound,
+// and readings work again once the threads are gone.
+func TestMeterTooManyThreads(t *testing.T) {
+	m := New(Config{UID: -1})
+	m.limit = 2
+	var kids []*exec.Cmd
+	for range 3 {
+		kids = append(kids, sleeper(t))
+	}
+	if _, err := m.Used(context.Background()); err == nil || !strings.Contains(err.Error(), "more than 2 threads") {
+		t.Fatalf("a reading of 3 threads with a limit of 2: %v, want an error naming the limit", err)
+	}
+	for _, k := range kids {
+		_ = k.Process.Kill()
+		_ = k.Wait()
+	}
+	if _, err := m.Used(context.Background()); err != nil {
+		t.Errorf("a reading once the threads are gone: %v", err)
 	}
 }
