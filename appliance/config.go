@@ -59,6 +59,10 @@ type Config struct {
 	ScreenshotPointer bool
 	SettleQuiet       time.Duration
 	SettleMax         time.Duration
+	// SettleIdleQuiet is the shorter quiet period a settle ends after when
+	// the desktop's programs sat idle through its second half
+	// (screen.SettleOptions.Activity); 0 waits the whole SettleQuiet.
+	SettleIdleQuiet time.Duration
 
 	// people
 	FPS         int
@@ -125,6 +129,7 @@ func DefaultConfig() Config {
 		ScreenshotPointer: true,
 		SettleQuiet:       80 * time.Millisecond,
 		SettleMax:         2 * time.Second,
+		SettleIdleQuiet:   40 * time.Millisecond,
 		FPS:               30,
 		BitrateKbps:       4000,
 		Preset:            "ultrafast",
@@ -163,6 +168,9 @@ func (c *Config) checkScreen() error {
 func (c *Config) checkShots() error {
 	if c.SettleQuiet <= 0 || c.SettleMax < c.SettleQuiet {
 		return fmt.Errorf("--settle-quiet %s and --settle-max %s: both must be positive, and max at least quiet", c.SettleQuiet, c.SettleMax)
+	}
+	if c.SettleIdleQuiet < 0 {
+		return fmt.Errorf("--settle-idle-quiet %s: want 0 (wait the whole --settle-quiet) or a duration shorter than --settle-quiet", c.SettleIdleQuiet)
 	}
 	return nil
 }
@@ -289,9 +297,15 @@ func (c *Config) limits(iso *isolation) auth.Limits {
 	return auth.Limits{Body: c.MaxBody, BodyRead: c.BodyReadTimeout, Write: c.WriteTimeout, Refuse: desktopRefusal(iso)}
 }
 
-// settle is how long a screen must stay still before a screenshot.
-func (c *Config) settle() screen.SettleOptions {
-	return screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}
+// settle is how long a screen must stay still before a screenshot; act
+// tells how busy the desktop's programs are (nil: not known, so the whole
+// quiet period is waited).
+func (c *Config) settle(act screen.Activity) screen.SettleOptions {
+	opt := screen.SettleOptions{Quiet: c.SettleQuiet, Max: c.SettleMax}
+	if c.SettleIdleQuiet > 0 && c.SettleIdleQuiet < c.SettleQuiet && act != nil {
+		opt.IdleQuiet, opt.Activity = c.SettleIdleQuiet, act
+	}
+	return opt
 }
 
 // ScreenSize is --screen as numbers; the depth is 24 when not given.

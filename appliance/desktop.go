@@ -22,6 +22,7 @@ import (
 	"github.com/deskenv/deskenv/control"
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/activity"
 	"github.com/deskenv/deskenv/lifecycle"
 	"github.com/deskenv/deskenv/mcpserver"
 	"github.com/deskenv/deskenv/record"
@@ -42,6 +43,10 @@ type Desktop struct {
 	exec    *hci.Executor
 	capt    *screen.Capturer
 	shooter *screen.Shooter
+	// busy measures the CPU time of the desktop's programs, for settles;
+	// nil on a display deskenv did not start (it cannot tell which
+	// programs are the desktop's).
+	busy    *activity.Meter
 	mcp     *mcpserver.Server
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
@@ -153,7 +158,24 @@ func (a *Desktop) startDisplay(ctx context.Context) (err error) {
 		return err
 	}
 	a.closers = append(a.closers, a.display.Close)
+	if a.display.Owned() {
+		uid := -1
+		if c := a.display.Credential(); c != nil {
+			uid = int(c.Uid)
+		}
+		d := a.display
+		a.busy = activity.New(activity.Config{UID: uid, Exclude: func() []int { return []int{d.ServerPID()} }})
+	}
 	return nil
+}
+
+// activity is what settles ask whether the desktop's programs are busy:
+// the meter, or nil (a nil *Meter in the interface would not be nil).
+func (a *Desktop) activity() screen.Activity {
+	if a.busy == nil {
+		return nil
+	}
+	return a.busy
 }
 
 // startInput starts the executor of actions, in the model space --model-size
@@ -202,7 +224,7 @@ func (a *Desktop) startMCP(context.Context) (err error) {
 		FindTools:  a.cfg.FindTools || a.cfg.DeferTools,
 		DeferTools: a.cfg.DeferTools,
 		Traits:     traits,
-		Settle:     a.cfg.settle(),
+		Settle:     a.cfg.settle(a.activity()),
 		Name:       "deskenv",
 		Version:    a.cfg.Version,
 		Logger:     a.log,
@@ -252,7 +274,7 @@ func (a *Desktop) startStream(context.Context) (err error) {
 func (a *Desktop) startControl(context.Context) (err error) {
 	a.control, err = control.New(a.display, a.exec, a.capt, a.shooter, a.seat.tasks, mcpTools{a.mcp}, control.Config{
 		Mode:   control.Mode(a.cfg.Mode),
-		Settle: a.cfg.settle(),
+		Settle: a.cfg.settle(a.activity()),
 		Logger: a.log, Home: a.home, Name: "deskenv", Version: a.cfg.Version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   a.seat.iso.detail(a.seat.session),

@@ -81,6 +81,7 @@ func (c *config) flagSet(fs *flag.FlagSet) {
 	fs.BoolVar(&c.ScreenshotPointer, "screenshot-pointer", c.ScreenshotPointer, "draw the mouse pointer into agents' screenshots, zooms and recorded observations, as the reference tool's scrot -p does; --screenshot-pointer=false leaves it out"+envNote("screenshot-pointer"))
 	dur(&c.SettleQuiet, "settle-quiet", "after a mutating action, the screen must be unchanged this long before the screenshot is taken")
 	dur(&c.SettleMax, "settle-max", "the longest to wait for the screen to settle before taking the screenshot anyway")
+	dur(&c.SettleIdleQuiet, "settle-idle-quiet", "a shorter quiet period that is enough when the desktop's programs used no CPU through its second half (an application that is done drawing sleeps; one about to draw again mostly computes first); 0, or not below --settle-quiet, waits the whole --settle-quiet")
 
 	num(&c.FPS, "fps", "video frames per second for viewers")
 	num(&c.BitrateKbps, "bitrate", "video bitrate in kbit/s: where congestion control starts and, unless --bitrate-max is higher, its ceiling; with --fixed-bitrate, the bitrate")

@@ -83,6 +83,9 @@ func TestConfig(t *testing.T) {
 		{"bad session", []string{"--session", "kde"}, nil, nil, "--session \"kde\": use desktop, bare or auto"},
 		{"bad env", nil, map[string]string{"DESKENV_FPS": "fast"}, nil, "DESKENV_FPS"},
 		{"bad settle", []string{"--settle-quiet", "1s", "--settle-max", "10ms"}, nil, nil, "--settle-max"},
+		{"idle settle by default", nil, nil, func(c config) bool { return c.SettleIdleQuiet == 40*time.Millisecond }, ""},
+		{"idle settle off", []string{"--settle-idle-quiet", "0"}, nil, func(c config) bool { return c.SettleIdleQuiet == 0 }, ""},
+		{"bad idle settle", []string{"--settle-idle-quiet", "-5ms"}, nil, nil, "--settle-idle-quiet"},
 		{"unknown flag", []string{"--frobnicate"}, nil, nil, "frobnicate"},
 	}
 	for _, tc := range tests {

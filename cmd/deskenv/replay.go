@@ -56,6 +56,9 @@ type replay struct {
 // replayFlags are the appliance's flags that mean something to a replay:
 // the desktop it starts and the tasks it scores with. The others (ports,
 // tokens, the stream, pools) would do nothing, so they are not offered.
+// --settle-idle-quiet is not among them: a replay waits every step's whole
+// quiet period, the slower and surer way, since it is judged on whether the
+// screens come out as recorded.
 var replayFlags = map[string]bool{
 	"display": true, "screen": true, "model-size": true, "wm": true, "apps": true, "home": true,
 	"session-user": true, "allow-shared-user": true, "settle-quiet": true, "settle-max": true,

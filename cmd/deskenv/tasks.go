@@ -59,7 +59,7 @@ command line.
 // desktops it starts and the tasks it proves.
 var checkFlags = map[string]bool{
 	"screen": true, "model-size": true, "wm": true, "apps": true, "session": true, "session-user": true,
-	"allow-shared-user": true, "settle-quiet": true, "settle-max": true, "tasks": true,
+	"allow-shared-user": true, "settle-quiet": true, "settle-max": true, "settle-idle-quiet": true, "tasks": true,
 	"log-level": true, "log-format": true,
 	"only": true, "seeds": true, "desktops": true, "json": true,
 }
