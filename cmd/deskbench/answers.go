@@ -22,6 +22,8 @@ import (
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
+	"github.com/deskenv/deskenv/internal/activity"
+	"github.com/deskenv/deskenv/screen"
 )
 
 // The answers benchmark asks how long the desktop's real applications take
@@ -104,6 +106,10 @@ type answerConfig struct {
 	between    time.Duration
 	animations bool
 	jsonOut    string
+	// idleQuiet, when not 0, runs a real settle beside each answer: quiet
+	// the longest of quiet, ending after idleQuiet when the application
+	// sat idle (screen.SettleOptions.Activity).
+	idleQuiet time.Duration
 }
 
 // answerEnd is the pause that ends an answer: what is drawn after it is
@@ -120,6 +126,13 @@ type answer struct {
 	Gap   float64 `json:"longest_gap_ms"` // longest pause between two draws of the answer
 	Last  float64 `json:"last_ms"`        // last draw of the answer
 	Later int     `json:"later_draws"`    // draws after a pause of answerEnd or more
+	// Settled is when the real settle with an idle quiet period ended
+	// (-1: not run, or it did not settle); Idle says it ended early on
+	// an idle desktop rather than after the whole quiet period.
+	Settled float64 `json:"idle_settle_ms"`
+	// Quiet is when a settle of the longest quiet period alone would have
+	// ended, worked out from the draws.
+	Quiet float64 `json:"quiet_settle_ms"`
 }
 
 // wait is what a settle has to sit out: the first draw and every pause.
@@ -134,10 +147,11 @@ func runAnswers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	between := fs.Duration("between", 1500*time.Millisecond, "time given each answer: the wait after an action before the next")
 	anim := fs.Bool("animations", false, "let the applications animate and blink their cursors (deskenv's --animations)")
 	jsonOut := fs.String("json", "", "also write every answer to this file as JSON")
+	idle := fs.Duration("idle-quiet", 40*time.Millisecond, "also run a real settle beside each answer, of the longest -quiet but ending after this when the applications sat idle (0: do not)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c := answerConfig{apps: splitComma(*apps), rounds: *rounds, between: *between, animations: *anim, jsonOut: *jsonOut}
+	c := answerConfig{apps: splitComma(*apps), rounds: *rounds, between: *between, animations: *anim, jsonOut: *jsonOut, idleQuiet: *idle}
 	for _, q := range splitComma(*quiet) {
 		d, err := time.ParseDuration(q)
 		if err != nil || d <= 0 {
@@ -147,6 +161,9 @@ func runAnswers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if c.rounds < 1 || c.between < 200*time.Millisecond {
 		return errors.New("-rounds must be at least 1 and -between at least 200ms")
+	}
+	if c.idleQuiet < 0 || (c.idleQuiet > 0 && c.idleQuiet >= slices.Max(c.quiet)) {
+		return fmt.Errorf("-idle-quiet %s: want 0 or less than the longest -quiet %s", c.idleQuiet, slices.Max(c.quiet))
 	}
 	all := answerApps()
 	var pick []answerApp
@@ -189,11 +206,22 @@ func runAnswers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer dl.close()
+	capt, err := screen.NewCapturer(d)
+	if err != nil {
+		return err
+	}
+	defer capt.Close()
+	// The applications run as this process's children; the X server's
+	// work (it runs the settle's own round trips) does not count.
+	set := settler{c: capt, opt: screen.SettleOptions{
+		Quiet: slices.Max(c.quiet), IdleQuiet: c.idleQuiet, Max: c.between - 100*time.Millisecond,
+		Activity: activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }}),
+	}}
 
 	var results []answer
 	for _, app := range pick {
 		fmt.Fprintf(stderr, "answers: %s\n", app.name)
-		rs, err := answerRounds(ctx, c, d, ex, dl, app, dir)
+		rs, err := answerRounds(ctx, c, d, ex, dl, set, app, dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "answers: %s: %v (left out)\n", app.name, err)
 			continue
@@ -267,7 +295,7 @@ func minimalPDF() []byte {
 }
 
 // answerRounds starts app, lets it settle, and runs its steps.
-func answerRounds(ctx context.Context, c answerConfig, d *display.Display, ex *hci.Executor, dl *damageLog, app answerApp, dir string) ([]answer, error) {
+func answerRounds(ctx context.Context, c answerConfig, d *display.Display, ex *hci.Executor, dl *damageLog, set settler, app answerApp, dir string) ([]answer, error) {
 	if _, err := exec.LookPath(app.argv[0]); err != nil {
 		return nil, fmt.Errorf("not installed: %w", err)
 	}
@@ -306,18 +334,58 @@ func answerRounds(ctx context.Context, c answerConfig, d *display.Display, ex *h
 			if _, err := ex.Do(ctx, a, hci.SourceScript); err != nil {
 				return nil, fmt.Errorf("step %s: %w", st.name, err)
 			}
+			settled := make(chan float64, 1)
+			go func() { settled <- set.settle(ctx, c.idleQuiet > 0, start) }()
 			if err := sleepCtx(ctx, c.between); err != nil {
 				return nil, err
 			}
-			out = append(out, judge(app.name, st.name, start, dl.since(start)))
+			draws := dl.since(start)
+			ans := judge(app.name, st.name, start, draws)
+			ans.Settled = <-settled
+			ans.Quiet = quietEnd(start, draws, slices.Max(c.quiet))
+			out = append(out, ans)
 		}
 	}
 	return out, nil
 }
 
+// settler runs the real settle an answer is compared with.
+type settler struct {
+	c   *screen.Capturer
+	opt screen.SettleOptions
+}
+
+// settle settles as the appliance would after an action made at start, and
+// returns when it ended in milliseconds after start, or -1 when it did not
+// run or settle.
+func (s settler) settle(ctx context.Context, run bool, start time.Time) float64 {
+	if !run {
+		return -1
+	}
+	settled, _, err := s.c.Settle(ctx, s.opt)
+	if err != nil || !settled {
+		return -1
+	}
+	return float64(time.Since(start).Microseconds()) / 1000
+}
+
+// quietEnd is when a settle of quiet q begun at start ends, in ms after
+// start, given the draws after start: the first time nothing was drawn
+// for q.
+func quietEnd(start time.Time, draws []time.Time, q time.Duration) float64 {
+	from := start
+	for _, t := range draws {
+		if t.Sub(from) > q {
+			break
+		}
+		from = t
+	}
+	return float64(from.Add(q).Sub(start).Microseconds()) / 1000
+}
+
 // judge turns the draws after an action into its answer.
 func judge(app, step string, start time.Time, draws []time.Time) answer {
-	a := answer{App: app, Step: step, First: -1}
+	a := answer{App: app, Step: step, First: -1, Settled: -1}
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	for i, t := range draws {
 		switch {
@@ -466,10 +534,16 @@ func printAnswers(w io.Writer, c answerConfig, rs []answer) {
 		head += fmt.Sprintf(" early at %s |", q)
 		sep += "---|"
 	}
+	idleName := fmt.Sprintf("%s, %s idle", slices.Max(c.quiet), c.idleQuiet)
+	if c.idleQuiet > 0 {
+		head += fmt.Sprintf(" early at %s | settled at (p50) | %s alone would (p50) |", idleName, slices.Max(c.quiet))
+		sep += "---|---|---|"
+	}
 	fmt.Fprintln(w, head)
 	fmt.Fprintln(w, sep)
 	early := make([]int, len(c.quiet))
-	total := 0
+	total, idleEarly, idleMissed := 0, 0, 0
+	var idleAll, quietAll []float64
 	for _, k := range order {
 		as := by[k]
 		var draws, later int
@@ -490,6 +564,24 @@ func printAnswers(w io.Writer, c answerConfig, rs []answer) {
 			early[i] += n
 			row += fmt.Sprintf(" %d of %d |", n, len(as))
 		}
+		if c.idleQuiet > 0 {
+			n, missed := 0, 0
+			var at, qat []float64
+			for _, a := range as {
+				switch {
+				case a.Settled < 0:
+					missed++
+				case a.Draws > 0 && a.Last > a.Settled:
+					n++
+				}
+				if a.Settled >= 0 {
+					at = append(at, a.Settled)
+				}
+				qat = append(qat, a.Quiet)
+			}
+			idleEarly, idleMissed, idleAll, quietAll = idleEarly+n, idleMissed+missed, append(idleAll, at...), append(quietAll, qat...)
+			row += fmt.Sprintf(" %d of %d | %s | %s |", n, len(as), msOrNone(median(at)), msOrNone(median(qat)))
+		}
 		total += len(as)
 		fmt.Fprintln(w, row)
 	}
@@ -497,6 +589,20 @@ func printAnswers(w io.Writer, c answerConfig, rs []answer) {
 	for i, q := range c.quiet {
 		fmt.Fprintf(w, "quiet %s: %d of %d answers settled early\n", q, early[i], total)
 	}
+	if c.idleQuiet > 0 {
+		fmt.Fprintf(w, "real settles, quiet %s: %d of %d answers settled early, %d did not settle; settled at p50 %s after the action (quiet %s alone: %s)\n",
+			idleName, idleEarly, total, idleMissed, msOrNone(median(idleAll)), slices.Max(c.quiet), msOrNone(median(quietAll)))
+	}
+}
+
+// median of vs, -1 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return -1
+	}
+	vs = slices.Clone(vs)
+	slices.Sort(vs)
+	return vs[len(vs)/2]
 }
 
 func msOrNone(v float64) string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,6 +34,7 @@ func runPool(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	bin := fs.String("bin", "", "deskenv binary (default: build ./cmd/deskenv)")
 	idle := fs.Duration("idle", 10*time.Second, "idle time before memory is read")
 	dur := fs.Duration("duration", 5*time.Second, "how long the agents act in each load test")
+	extra := fs.String("appliance-args", "", "more flags for the appliance, space-separated (such as \"--settle-idle-quiet 0\" to compare)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,7 +49,7 @@ func runPool(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	home := filepath.Join(dir, "home")
 
 	start := time.Now()
-	app, err := startAppliance(ctx, *bin, 2*time.Minute, "--desktops", strconv.Itoa(*n), "--home", home)
+	app, err := startAppliance(ctx, *bin, 2*time.Minute, append([]string{"--desktops", strconv.Itoa(*n), "--home", home}, strings.Fields(*extra)...)...)
 	if err != nil {
 		return err
 	}
