@@ -63,6 +63,13 @@ func BenchmarkReset(b *testing.B) {
 		benchResets(b, rigOptions{mode: ModeSim, session: display.SessionDesktop, tasks: browserAbout(b)}, "browser-about")
 	})
 
+	// The same, settling as the appliance does by default: after 40 ms
+	// once Chromium and the rest of the desktop sit idle.
+	b.Run("chromium-task-idle", func(b *testing.B) {
+		testrig.NeedTools(b, "tint2", "chromium")
+		benchResets(b, rigOptions{mode: ModeSim, session: display.SessionDesktop, tasks: browserAbout(b), idle: true}, "browser-about")
+	})
+
 	b.Run("process-restart", func(b *testing.B) {
 		testrig.NeedTools(b, "openbox", "xterm")
 		home := testrig.SeedHome(b)

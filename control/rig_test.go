@@ -12,6 +12,7 @@ import (
 	"github.com/deskenv/deskenv/auth"
 	"github.com/deskenv/deskenv/baseline"
 	"github.com/deskenv/deskenv/display"
+	"github.com/deskenv/deskenv/internal/activity"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/testrig"
 	"github.com/deskenv/deskenv/lifecycle"
@@ -49,6 +50,9 @@ type rigOptions struct {
 	// session is the display's session (display.SessionDesktop adds the
 	// panel); empty is bare.
 	session string
+	// idle lets settles end after 40 ms on an idle desktop, as the
+	// appliance's do by default (--settle-idle-quiet).
+	idle bool
 }
 
 func newRig(t testing.TB, o rigOptions) *rig {
@@ -93,6 +97,9 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		BaselineDir: filepath.Join(t.TempDir(), "baseline"),
 		Version:     "test",
 		Lifecycle:   r.lc,
+	}
+	if o.idle {
+		cfg.Settle.Activity = activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
 	}
 	var tools Tools
 	if o.tools {
