@@ -3,6 +3,7 @@ package task
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -139,6 +140,28 @@ func TestBrowser(t *testing.T) {
 	if b == nil {
 		t.Fatal("no browser after the browser step")
 	}
+
+	// Sign-in is off in the profile Chromium runs with (it rewrites the
+	// file it was seeded with): else a new profile grows an animated
+	// "Sign in to Chromium?" button after the first page, 250 ms a reset
+	// waits out, and folds it away seconds into the episode.
+	t.Run("sign-in off", func(t *testing.T) {
+		raw, err := os.ReadFile(filepath.Join(expandPath(d.Config().Home, BrowserProfile), "Default", "Preferences"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prefs struct {
+			Signin struct {
+				Allowed *bool `json:"allowed"`
+			} `json:"signin"`
+		}
+		if err := json.Unmarshal(raw, &prefs); err != nil {
+			t.Fatalf("the running profile's Preferences: %v", err)
+		}
+		if prefs.Signin.Allowed == nil || *prefs.Signin.Allowed {
+			t.Errorf("sign-in is not off in the running profile's Preferences: %.300s", raw)
+		}
+	})
 
 	t.Run("no debugging port", func(t *testing.T) {
 		if after := listeners(t, nobodyID); len(after) != len(before) {
