@@ -81,7 +81,8 @@ const maxThreads = 4096
 
 // Used returns a running total of the CPU time the desktop's threads have
 // used, only ever growing: the difference of two calls is the time used
-// between them. A thread that appeared since the last call counts with all
+// between them, and not zero when a thread was running, or waiting for a
+// CPU, at the second. A thread that appeared since the last call counts with all
 // it ran (a program the action started is busy by definition); a thread
 // that exited between two calls loses what it ran after the first (rare:
 // drawing is done by threads that stay). The first call only takes stock.
@@ -93,7 +94,7 @@ func (m *Meter) Used(ctx context.Context) (time.Duration, error) {
 	}
 	m.round++
 	round := m.round
-	read := 0
+	read, waiting := 0, false
 	for _, pid := range m.pids {
 		tids, err := m.cfg.FS.Threads(pid)
 		if err != nil {
@@ -111,6 +112,13 @@ func (m *Meter) Used(ctx context.Context) (time.Duration, error) {
 			if err != nil {
 				continue
 			}
+			// A thread that waits for a CPU has not run, however much it
+			// has to do: on a loaded machine (8 desktops on 2 cores) it
+			// may wait through a whole window. Running or runnable (R),
+			// or in uninterruptible sleep (D, disk or the like): busy.
+			if st, err := m.cfg.FS.ThreadStat(pid, tid); err == nil && (st.State == 'R' || st.State == 'D') {
+				waiting = true
+			}
 			prev, ok := m.seen[tid]
 			switch {
 			case ok && ran >= prev.ran:
@@ -127,6 +135,11 @@ func (m *Meter) Used(ctx context.Context) (time.Duration, error) {
 		if s.round != round {
 			delete(m.seen, tid)
 		}
+	}
+	if waiting && round > 1 {
+		// Counted as a nanosecond run: it is in this reading's total
+		// and every later one, so it tells only the window ending here.
+		m.total++
 	}
 	return m.total, nil
 }

@@ -2,12 +2,16 @@ package activity
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/proc"
 )
 
 // spinner starts a shell that keeps a CPU busy, as cred's user when set,
@@ -180,5 +184,56 @@ func TestMeterTooManyThreads(t *testing.T) {
 	}
 	if _, err := m.Used(context.Background()); err != nil {
 		t.Errorf("a reading once the threads are gone: %v", err)
+	}
+}
+
+// TestMeterWaitingThread: a thread that has not run between two readings
+// but is runnable at the second (waiting for a CPU on a loaded machine)
+// makes the difference not zero; asleep, it stays zero. On a made-up
+// /proc, since a thread kept waiting is hard to make on demand.
+func TestMeterWaitingThread(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat := func(state string) string {
+		return fmt.Sprintf("500 (app) %s %d 500 500 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100\n", state, os.Getpid())
+	}
+	write("loadavg", "0.00 0.00 0.00 1/1 500\n")
+	write("500/stat", stat("S"))
+	write("500/task/500/stat", stat("S"))
+	write("500/task/500/schedstat", "1000000 0 3\n")
+	m := New(Config{UID: -1, FS: proc.FS{Root: root}})
+	ctx := context.Background()
+	read := func() time.Duration {
+		t.Helper()
+		u, err := m.Used(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	a := read()
+	b := read()
+	if b != a {
+		t.Errorf("asleep and not run: the total moved from %s to %s", a, b)
+	}
+	for _, state := range []string{"R", "D"} {
+		write("500/task/500/stat", stat(state))
+		c := read()
+		if c <= b {
+			t.Errorf("state %s, not run: the total stayed %s, want it moved", state, c)
+		}
+		b = c
+	}
+	write("500/task/500/stat", stat("S"))
+	if d := read(); d != b {
+		t.Errorf("asleep again: the total moved from %s to %s", b, d)
 	}
 }

@@ -365,3 +365,17 @@ func (p FS) LastPID() (int, error) {
 	}
 	return pid, nil
 }
+
+// ThreadStat reads /proc/PID/task/TID/stat: one thread's state, where the
+// process's stat tells only its main thread's.
+func (p FS) ThreadStat(pid, tid int) (Stat, error) {
+	b, err := p.read(pid, "task/"+strconv.Itoa(tid)+"/stat", 4096)
+	if err != nil {
+		return Stat{}, err
+	}
+	s, err := ParseStat(b)
+	if err != nil {
+		return Stat{}, fmt.Errorf("process %d thread %d: %w", pid, tid, err)
+	}
+	return s, nil
+}
