@@ -21,7 +21,8 @@ type SettleOptions struct {
 	Poll bool
 	// Activity, when set, lets a settle from damage end after IdleQuiet
 	// instead of Quiet when the desktop's programs ran on no CPU through
-	// the second half of those IdleQuiet: an application that is done
+	// the second half of those IdleQuiet, and none was running or waiting
+	// for a CPU at its end: an application that is done
 	// drawing sleeps, one that will draw again soon (laying out a page,
 	// reading a directory) mostly runs first. Drawing that waits on a
 	// timer is not seen this way, as it is not by a quiet period shorter
