@@ -29,7 +29,10 @@ func spinner(t *testing.T, cred *syscall.Credential) *exec.Cmd {
 	return cmd
 }
 
-// sleeper starts a process that never runs.
+// sleeper starts a process that never runs once started, and returns when
+// it is asleep: until then it runs (exec, the dynamic loader), which a
+// loaded machine stretches past a measuring window (CI counted 0.2 ms of
+// it once).
 func sleeper(t *testing.T) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command("sleep", "600")
@@ -37,7 +40,24 @@ func sleeper(t *testing.T) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
+	fs := proc.Default()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		st, err := fs.Stat(cmd.Process.Pid)
+		if err == nil && st.Comm == "sleep" && st.State == 'S' {
+			// Asleep in nanosleep, not in a page fault of its start:
+			// its runtime stays put across a pause.
+			a, err1 := fs.Runtime(cmd.Process.Pid, cmd.Process.Pid)
+			time.Sleep(20 * time.Millisecond)
+			b, err2 := fs.Runtime(cmd.Process.Pid, cmd.Process.Pid)
+			if err1 == nil && err2 == nil && a == b {
+				return cmd
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep(1) did not fall asleep within 10 s: %+v, %v", st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // usedOver is what m counts over d.
@@ -64,7 +84,10 @@ func usedOver(t *testing.T, m *Meter, d time.Duration) time.Duration {
 // 20 ms of it (a tenth, so a loaded machine's scheduling does not matter),
 // one that does not shows none.
 func TestMeter(t *testing.T) {
-	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	// A user id of its own, no passwd entry needed: nobody (65534) runs
+	// other packages' tests beside this one, whose work would count.
+	const uid = 61999
+	session := &syscall.Credential{Uid: uid, Gid: uid}
 	tests := []struct {
 		name string
 		root bool // needs root, to run a process as another user
@@ -96,12 +119,12 @@ func TestMeter(t *testing.T) {
 			return Config{UID: -1, Exclude: func() []int { return []int{sh.Process.Pid} }}
 		}, false},
 		{"the session user's busy process", true, func(t *testing.T) Config {
-			spinner(t, nobody)
-			return Config{UID: 65534}
+			spinner(t, session)
+			return Config{UID: uid}
 		}, true},
 		{"with a session user, a busy child of another user", true, func(t *testing.T) Config {
 			spinner(t, nil)
-			return Config{UID: 65534}
+			return Config{UID: uid}
 		}, false},
 	}
 	for _, tc := range tests {
