@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,16 @@ var browserFlags = []string{
 // an animation of 250 ms, and folds it away again some seconds later, in
 // the middle of the agent's episode.
 const browserPreferences = `{"signin":{"allowed":false,"allowed_on_next_startup":false}}`
+
+// BrowserLike is how a program that starts Chromium itself (deskbench's
+// answers benchmark) starts it as the browser step does: the step's flags
+// but the DevTools pipe (which needs deskenv's two pipes as its fds 3 and
+// 4), and the Default/Preferences to seed a fresh profile with. So the
+// benchmark's Chromium cannot drift from the tasks' again.
+func BrowserLike() (flags []string, preferences string) {
+	flags = slices.DeleteFunc(slices.Clone(browserFlags), func(f string) bool { return f == "--remote-debugging-pipe" })
+	return flags, browserPreferences
+}
 
 // Browser is the task's Chromium: the one a `browser` setup step started,
 // driven over a DevTools pipe only deskenv holds. The browser_* checks look

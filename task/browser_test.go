@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -380,4 +381,21 @@ func firstLine(s, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// TestBrowserLike: a program starting Chromium itself gets the browser
+// step's flags but the DevTools pipe, and the sign-in-off preferences, and
+// cannot change the step's own list through the slice it is given.
+func TestBrowserLike(t *testing.T) {
+	flags, prefs := BrowserLike()
+	if slices.Contains(flags, "--remote-debugging-pipe") || len(flags) != len(browserFlags)-1 {
+		t.Errorf("BrowserLike flags = %q, want the step's %q but the pipe", flags, browserFlags)
+	}
+	if prefs != browserPreferences {
+		t.Errorf("BrowserLike preferences = %q, want %q", prefs, browserPreferences)
+	}
+	flags[0] = "--changed"
+	if browserFlags[0] == "--changed" {
+		t.Error("changing BrowserLike's flags changed the browser step's")
+	}
 }

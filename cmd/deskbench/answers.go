@@ -24,6 +24,7 @@ import (
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/activity"
 	"github.com/deskenv/deskenv/screen"
+	"github.com/deskenv/deskenv/task"
 )
 
 // The answers benchmark asks how long the desktop's real applications take
@@ -58,16 +59,18 @@ func key(k string) string   { return fmt.Sprintf(`{"action":"key","text":%q}`, k
 func typed(s string) string { return fmt.Sprintf(`{"action":"type","text":%q}`, s) }
 
 // answerApps are the desktop session's applications (display/session.go)
-// with what an agent does to them most.
+// with what an agent does to them most. Chromium starts as a task's
+// browser step starts it (task.BrowserLike; its profile seeded by
+// writeAnswerFiles).
 func answerApps() []answerApp {
+	chromiumFlags, _ := task.BrowserLike()
 	return []answerApp{
 		{"xterm", []string{"xterm", "-geometry", "100x30+40+40"}, 3 * time.Second, []answerStep{
 			{"type ls", typed("ls")}, {"Return", key("Return")},
 			{"click", `{"action":"left_click","coordinate":[300,200]}`},
 			{"scroll", `{"action":"scroll","coordinate":[300,200],"scroll_direction":"up","scroll_amount":3}`},
 		}},
-		{"chromium", []string{"chromium", "--user-data-dir={dir}/chromium", "--no-first-run", "--no-default-browser-check",
-			"--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--password-store=basic", "--test-type", "file://{dir}/one.html"},
+		{"chromium", slices.Concat([]string{"chromium", "--user-data-dir={dir}/chromium"}, chromiumFlags, []string{"file://{dir}/one.html"}),
 			6 * time.Second, []answerStep{
 				{"Tab to the link", key("Tab")}, {"Return: follow it", key("Return")}, {"alt+Left: back", key("alt+Left")},
 				{"ctrl+t: new tab", key("ctrl+t")}, {"type in the omnibox", typed("page")}, {"ctrl+w: close tab", key("ctrl+w")},
@@ -254,6 +257,7 @@ func writeAnswerFiles(dir string) error {
 		"files/b/y.txt":   "y\n",
 		"files/notes.txt": "n\n",
 	}
+	_, files["chromium/Default/Preferences"] = task.BrowserLike()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
