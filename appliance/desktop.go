@@ -46,7 +46,7 @@ type Desktop struct {
 	// busy measures the CPU time of the desktop's programs, for settles;
 	// nil on a display deskenv did not start (it cannot tell which
 	// programs are the desktop's).
-	busy    *activity.Meter
+	busy    screen.Activity
 	mcp     *mcpserver.Server
 	stream  *stream.Server // nil with --no-stream
 	control *control.Control
@@ -159,23 +159,9 @@ func (a *Desktop) startDisplay(ctx context.Context) (err error) {
 	}
 	a.closers = append(a.closers, a.display.Close)
 	if a.display.Owned() {
-		uid := -1
-		if c := a.display.Credential(); c != nil {
-			uid = int(c.Uid)
-		}
-		d := a.display
-		a.busy = activity.New(activity.Config{UID: uid, Exclude: func() []int { return []int{d.ServerPID()} }})
+		a.busy = activity.ForDisplay(a.display)
 	}
 	return nil
-}
-
-// activity is what settles ask whether the desktop's programs are busy:
-// the meter, or nil (a nil *Meter in the interface would not be nil).
-func (a *Desktop) activity() screen.Activity {
-	if a.busy == nil {
-		return nil
-	}
-	return a.busy
 }
 
 // startInput starts the executor of actions, in the model space --model-size
@@ -224,7 +210,7 @@ func (a *Desktop) startMCP(context.Context) (err error) {
 		FindTools:  a.cfg.FindTools || a.cfg.DeferTools,
 		DeferTools: a.cfg.DeferTools,
 		Traits:     traits,
-		Settle:     a.cfg.settle(a.activity()),
+		Settle:     a.cfg.settle(a.busy),
 		Name:       "deskenv",
 		Version:    a.cfg.Version,
 		Logger:     a.log,
@@ -274,7 +260,7 @@ func (a *Desktop) startStream(context.Context) (err error) {
 func (a *Desktop) startControl(context.Context) (err error) {
 	a.control, err = control.New(a.display, a.exec, a.capt, a.shooter, a.seat.tasks, mcpTools{a.mcp}, control.Config{
 		Mode:   control.Mode(a.cfg.Mode),
-		Settle: a.cfg.settle(a.activity()),
+		Settle: a.cfg.settle(a.busy),
 		Logger: a.log, Home: a.home, Name: "deskenv", Version: a.cfg.Version,
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   a.seat.iso.detail(a.seat.session),

@@ -99,7 +99,7 @@ func newRig(t testing.TB, o rigOptions) *rig {
 		Lifecycle:   r.lc,
 	}
 	if o.idle {
-		cfg.Settle.Activity = activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
+		cfg.Settle.Activity = activity.ForDisplay(d)
 	}
 	var tools Tools
 	if o.tools {

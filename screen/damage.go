@@ -381,7 +381,7 @@ func (w *damageWatch) settle(ctx context.Context, start time.Time, opt SettleOpt
 			if last, err = w.check(ctx); err != nil {
 				return false, time.Since(start), last, err
 			}
-			if now = time.Now(); last.After(from) && last.After(start) {
+			if now = time.Now(); last.After(from) { // from is never before start
 				if !now.Before(deadline) {
 					return false, now.Sub(start), last, nil
 				}

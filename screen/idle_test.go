@@ -146,7 +146,7 @@ func TestSettleIdle(t *testing.T) {
 	defer c.Close()
 	s := NewShooter(c, ShooterOptions{})
 	ctx := testrig.Context(t, 60*time.Second)
-	meter := activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
+	meter := activity.ForDisplay(d)
 	// Quiet is long, so only the idle path can end a settle early, and
 	// the gaps are longer than the idle quiet period.
 	opt := SettleOptions{Quiet: 400 * time.Millisecond, IdleQuiet: 40 * time.Millisecond, Max: 10 * time.Second, Activity: meter}
@@ -208,7 +208,7 @@ func TestSettleBusyDesktop(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = spin.Process.Kill(); _ = spin.Wait() })
-	meter := activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
+	meter := activity.ForDisplay(d)
 	opt := SettleOptions{Quiet: 100 * time.Millisecond, IdleQuiet: 40 * time.Millisecond, Max: 5 * time.Second, Activity: meter}
 	w := c.damage()
 	before := w.idleEnds.Load()

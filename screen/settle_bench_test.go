@@ -58,7 +58,7 @@ func BenchmarkSettleAfterAction(b *testing.B) {
 	}
 	in := newInjector(b, ctx, d)
 	in.click(200, 400) // focus the first xterm
-	meter := activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }})
+	meter := activity.ForDisplay(d)
 
 	ways := []struct {
 		name string

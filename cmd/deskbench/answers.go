@@ -218,7 +218,7 @@ func runAnswers(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	// work (it runs the settle's own round trips) does not count.
 	set := settler{c: capt, opt: screen.SettleOptions{
 		Quiet: slices.Max(c.quiet), IdleQuiet: c.idleQuiet, Max: c.between - 100*time.Millisecond,
-		Activity: activity.New(activity.Config{UID: -1, Exclude: func() []int { return []int{d.ServerPID()} }}),
+		Activity: activity.ForDisplay(d),
 	}}
 
 	var results []answer

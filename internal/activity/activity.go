@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/deskenv/deskenv/internal/proc"
@@ -70,6 +71,24 @@ func New(cfg Config) *Meter {
 		cfg.UID = -1
 	}
 	return &Meter{cfg: cfg, self: os.Getpid(), limit: maxThreads, seen: map[int]seen{}}
+}
+
+// Display is what ForDisplay needs of a display (*display.Display has it;
+// an internal package may not import it).
+type Display interface {
+	Credential() *syscall.Credential
+	ServerPID() int
+}
+
+// ForDisplay returns a meter for the programs of display d, which this
+// process started: its session user's processes when it has one, else the
+// processes below this one; never its X server or what runs below it.
+func ForDisplay(d Display) *Meter {
+	uid := -1
+	if c := d.Credential(); c != nil {
+		uid = int(c.Uid)
+	}
+	return New(Config{UID: uid, Exclude: func() []int { return []int{d.ServerPID()} }})
 }
 
 // maxThreads bounds the threads one reading looks at. Each costs a file

@@ -260,3 +260,36 @@ func TestMeterWaitingThread(t *testing.T) {
 		t.Errorf("asleep again: the total moved from %s to %s", b, d)
 	}
 }
+
+// fakeDisplay is the part of a display ForDisplay reads.
+type fakeDisplay struct {
+	cred   *syscall.Credential
+	server int
+}
+
+func (f fakeDisplay) Credential() *syscall.Credential { return f.cred }
+func (f fakeDisplay) ServerPID() int                  { return f.server }
+
+// TestForDisplay: a display with a session user is measured by that user,
+// one without by the process tree, and its X server is left out.
+func TestForDisplay(t *testing.T) {
+	tests := []struct {
+		name    string
+		d       fakeDisplay
+		wantUID int
+	}{
+		{"a session user", fakeDisplay{&syscall.Credential{Uid: 61999, Gid: 61999}, 4242}, 61999},
+		{"none", fakeDisplay{nil, 4242}, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ForDisplay(tc.d)
+			if m.cfg.UID != tc.wantUID {
+				t.Errorf("UID = %d, want %d", m.cfg.UID, tc.wantUID)
+			}
+			if ex := m.cfg.Exclude(); len(ex) != 1 || ex[0] != 4242 {
+				t.Errorf("Exclude() = %v, want the X server [4242]", ex)
+			}
+		})
+	}
+}
