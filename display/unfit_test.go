@@ -9,29 +9,51 @@ import (
 )
 
 // TestProcessUnfit reads real processes' states: one that runs is fit, one
-// stopped, a zombie and one reaped are not, each with its reason. The
-// traced case is TestProcessUnfitTraced.
+// stopped, a zombie, one reaped and one with a signal not yet delivered are
+// not, each with its reason. The traced case is TestProcessUnfitTraced.
 func TestProcessUnfit(t *testing.T) {
+	// blocking sleeps with SIGTERM blocked (a mask survives exec), so a
+	// SIGTERM sent to it stays pending as it would for a window manager
+	// the machine has not run since the agent sent it.
+	blocking := []string{"perl", "-e", `$| = 1; use POSIX; sigprocmask(SIG_BLOCK, POSIX::SigSet->new(SIGTERM)); print "\n"; sleep 60`}
 	cases := []struct {
 		name string
+		argv []string
 		do   func(cmd *exec.Cmd)
 		want string
 	}{
-		{"running", func(*exec.Cmd) {}, ""},
-		{"stopped", func(c *exec.Cmd) { syscall.Kill(c.Process.Pid, syscall.SIGSTOP) }, "it is stopped"},
-		{"zombie", func(c *exec.Cmd) {
+		{"running", nil, func(*exec.Cmd) {}, ""},
+		{"stopped", nil, func(c *exec.Cmd) { syscall.Kill(c.Process.Pid, syscall.SIGSTOP) }, "it is stopped"},
+		{"signal pending", blocking, func(c *exec.Cmd) { syscall.Kill(c.Process.Pid, syscall.SIGTERM) },
+			"a signal sent to it is not yet delivered (terminated)"},
+		{"harmless signal pending", blocking, func(c *exec.Cmd) { syscall.Kill(c.Process.Pid, syscall.SIGWINCH) }, ""},
+		{"zombie", nil, func(c *exec.Cmd) {
 			// Killed, not yet waited for: a zombie until Wait reaps it.
 			syscall.Kill(c.Process.Pid, syscall.SIGKILL)
 		}, "it has exited"},
-		{"reaped", func(c *exec.Cmd) { c.Process.Kill(); c.Wait() }, "it has exited"},
+		{"reaped", nil, func(c *exec.Cmd) { c.Process.Kill(); c.Wait() }, "it has exited"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command("sleep", "60")
+			argv := c.argv
+			if argv == nil {
+				argv = []string{"sleep", "60"}
+			}
+			cmd := exec.Command(argv[0], argv[1:]...)
+			ready, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := cmd.Start(); err != nil {
-				t.Fatalf("this test needs sleep(1): %v", err)
+				t.Fatalf("this test needs %s: %v", argv[0], err)
 			}
 			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			if c.argv != nil {
+				// Its line says the mask is set.
+				if _, err := ready.Read(make([]byte, 1)); err != nil {
+					t.Fatalf("%s did not start: %v", argv[0], err)
+				}
+			}
 			c.do(cmd)
 			// A signal takes effect soon, not at once: look until the
 			// answer settles (the deadline only bounds a broken run).

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jezek/xgb"
@@ -376,6 +377,8 @@ func processUnfit(pid int) string {
 		return fmt.Sprintf("its state cannot be read: %v", err)
 	case st.Stopped():
 		return "it is stopped"
+	case st.Exiting():
+		return "it is exiting"
 	}
 	status, err := pfs.Status(pid)
 	switch {
@@ -386,7 +389,27 @@ func processUnfit(pid int) string {
 	case status.TracerPID != 0:
 		return "it is being traced"
 	}
+	// A signal the agent sent before the reset killed it may not have
+	// been delivered yet (a loaded machine may not have run the window
+	// manager since): the window manager would die, stop or restart
+	// after it was judged fit. Only the signals whose default is to do
+	// nothing may wait.
+	for sig := syscall.Signal(1); sig <= 64; sig++ {
+		if status.SignalPending(sig) && !harmlessSignal(sig) {
+			return fmt.Sprintf("a signal sent to it is not yet delivered (%v)", sig)
+		}
+	}
 	return ""
+}
+
+// harmlessSignal reports whether sig's default action is to do nothing
+// (openbox handles none of these).
+func harmlessSignal(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGCHLD, syscall.SIGCONT, syscall.SIGURG, syscall.SIGWINCH:
+		return true
+	}
+	return false
 }
 
 // ReconfigureWindowManager makes the kept window manager read its

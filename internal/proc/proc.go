@@ -74,7 +74,17 @@ type Stat struct {
 	UTime, STime uint64
 	// StartTime is when the process started, in clock ticks after boot.
 	StartTime uint64
+	// Flags are the kernel's PF_* flags of the process.
+	Flags uint64
 }
+
+// pfExiting is the kernel's PF_EXITING: set when a process starts to
+// exit, before it closes its files and turns into a zombie.
+const pfExiting = 0x4
+
+// Exiting reports whether the process has begun to exit (it may still be
+// running its exit, with its files and connections open).
+func (s Stat) Exiting() bool { return s.Flags&pfExiting != 0 }
 
 // Dead reports whether the process is a zombie or dead: it has exited and
 // only waits to be reaped.
@@ -118,7 +128,7 @@ func ParseStat(b []byte) (Stat, error) {
 	uints := []struct {
 		dst *uint64
 		i   int
-	}{{&s.UTime, 11}, {&s.STime, 12}, {&s.StartTime, 19}}
+	}{{&s.Flags, 6}, {&s.UTime, 11}, {&s.STime, 12}, {&s.StartTime, 19}}
 	for _, x := range uints {
 		if *x.dst, err = strconv.ParseUint(f[x.i], 10, 64); err != nil {
 			return s, fmt.Errorf("process stat %q: field %d: %w", head(b), x.i+3, err)
@@ -147,6 +157,15 @@ type Status struct {
 	RealUID, EffectiveUID int
 	// TracerPID is the process tracing this one (a debugger), 0 if none.
 	TracerPID int
+	// Pending are the signals sent to the process and not yet delivered,
+	// to the process or its main thread (SigPnd | ShdPnd): bit n-1 for
+	// signal n.
+	Pending uint64
+}
+
+// SignalPending reports whether sig is pending for the process.
+func (s Status) SignalPending(sig syscall.Signal) bool {
+	return sig > 0 && sig <= 64 && s.Pending&(1<<(uint(sig)-1)) != 0
 }
 
 // ParseStatus parses the text of a /proc/PID/status file.
@@ -179,6 +198,15 @@ func ParseStatus(b []byte) (Status, error) {
 				return s, fmt.Errorf("process status: TracerPid line %q: %w", head([]byte(line)), err)
 			}
 			s.TracerPID, seenTracer = t, true
+		case "SigPnd", "ShdPnd":
+			if len(f) < 1 {
+				return s, fmt.Errorf("process status: empty %s line", key)
+			}
+			m, err := strconv.ParseUint(f[0], 16, 64)
+			if err != nil {
+				return s, fmt.Errorf("process status: %s line %q: %w", key, head([]byte(line)), err)
+			}
+			s.Pending |= m
 		}
 	}
 	if !seenUID || !seenTracer {

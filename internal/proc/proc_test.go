@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -26,18 +27,19 @@ func TestParseStat(t *testing.T) {
 		err  string
 	}{
 		{name: "plain", in: "42 (sleep) S 1 42 40" + tail,
-			want: Stat{PID: 42, Comm: "sleep", State: 'S', PPID: 1, PGRP: 42, Session: 40, UTime: 7, STime: 3, StartTime: 98765}},
+			want: Stat{PID: 42, Comm: "sleep", State: 'S', PPID: 1, PGRP: 42, Session: 40, UTime: 7, STime: 3, StartTime: 98765, Flags: 4194560}},
 		{name: "comm with space and paren", in: "7 (a) b) Z 5 6 7" + tail,
-			want: Stat{PID: 7, Comm: "a) b", State: 'Z', PPID: 5, PGRP: 6, Session: 7, UTime: 7, STime: 3, StartTime: 98765}},
+			want: Stat{PID: 7, Comm: "a) b", State: 'Z', PPID: 5, PGRP: 6, Session: 7, UTime: 7, STime: 3, StartTime: 98765, Flags: 4194560}},
 		{name: "comm that looks like fields", in: "8 () R 1 2 3 ) T 9 9 9" + tail,
-			want: Stat{PID: 8, Comm: ") R 1 2 3 ", State: 'T', PPID: 9, PGRP: 9, Session: 9, UTime: 7, STime: 3, StartTime: 98765}},
+			want: Stat{PID: 8, Comm: ") R 1 2 3 ", State: 'T', PPID: 9, PGRP: 9, Session: 9, UTime: 7, STime: 3, StartTime: 98765, Flags: 4194560}},
 		{name: "empty comm", in: "9 () t 2 3 4" + tail,
-			want: Stat{PID: 9, Comm: "", State: 't', PPID: 2, PGRP: 3, Session: 4, UTime: 7, STime: 3, StartTime: 98765}},
+			want: Stat{PID: 9, Comm: "", State: 't', PPID: 2, PGRP: 3, Session: 4, UTime: 7, STime: 3, StartTime: 98765, Flags: 4194560}},
 		{name: "no parentheses", in: "9 sleep S 1 2 3" + tail, err: "no command name"},
 		{name: "empty", in: "", err: "no command name"},
 		{name: "truncated", in: "9 (x) S 1 2 3 0", err: "want at least 20"},
 		{name: "bad pid", in: "x9 (x) S 1 2 3" + tail, err: "process id"},
 		{name: "bad ppid", in: "9 (x) S one 2 3" + tail, err: "field 4"},
+		{name: "bad flags", in: "9 (x) S 1 2 3 0 -1 x" + tail[len(" 0 -1 4194560"):], err: "field 9"},
 		{name: "long state", in: "9 (x) SS 1 2 3" + tail, err: "fields after"},
 	}
 	for _, c := range cases {
@@ -76,6 +78,10 @@ func TestParseStatus(t *testing.T) {
 		{name: "no tracer line", in: "Uid:\t1\t1\t1\t1\n", err: "no Uid or TracerPid"},
 		{name: "short uid", in: "TracerPid:\t0\nUid:\t1\n", err: "real and effective"},
 		{name: "bad tracer", in: "TracerPid:\tx\nUid:\t1\t1\t1\t1\n", err: "TracerPid line"},
+		// SIGKILL (9) sent to the process, SIGUSR1 (10) to its thread.
+		{name: "pending", in: "TracerPid:\t0\nUid:\t1\t1\t1\t1\nSigPnd:\t0000000000000200\nShdPnd:\t0000000000000100\n",
+			want: Status{RealUID: 1, EffectiveUID: 1, Pending: 0x300}},
+		{name: "bad pending", in: "TracerPid:\t0\nUid:\t1\t1\t1\t1\nShdPnd:\tzz\n", err: "ShdPnd line"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -243,6 +249,25 @@ func TestRealProcess(t *testing.T) {
 	}
 	if pss, err := p.PSS(pid); err != nil || pss == 0 {
 		t.Errorf("PSS(child) = %d, %v; want some memory", pss, err)
+	}
+	if st.Exiting() || status.SignalPending(syscall.SIGTERM) {
+		t.Errorf("a sleeping child reads as exiting (%v) or with SIGTERM pending (%#x)", st.Exiting(), status.Pending)
+	}
+
+	// A stopped process keeps a signal sent to it pending until it goes on.
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	for st.State != 'T' {
+		if st, err = p.Stat(pid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if status, err := p.Status(pid); err != nil || !status.SignalPending(syscall.SIGTERM) || status.SignalPending(syscall.SIGKILL) {
+		t.Errorf("Status(child stopped, sent SIGTERM) = %+v, %v; want SIGTERM pending and only it", status, err)
 	}
 
 	// Once reaped, the child is gone: every read says so with ErrGone.
