@@ -284,10 +284,16 @@ func (e *DisplayEnv) startBrowser(ctx context.Context, target string) (*Browser,
 	return b, nil
 }
 
+// browserPoll is how often waitShown looks for the tab and the window. A
+// look is a DevTools round trip or an X window listing, well under a
+// millisecond each, where the setup's usual 100 ms cost a reset into a
+// browser task 100 ms on average for the two waits (issue 19).
+const browserPoll = 5 * time.Millisecond
+
 // waitShown waits until a tab has loaded (a tab that is not about:blank,
 // its document complete) and a Chromium window is on the screen.
 func (b *Browser) waitShown(ctx context.Context, e *DisplayEnv, target string) error {
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(browserPoll)
 	defer tick.Stop()
 	var page *devtools.Page
 	var last string

@@ -2,6 +2,7 @@ package task
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ func BenchmarkBrowser(b *testing.B) {
 		port := freePort(b)
 		tk, err := Parse([]byte(fmt.Sprintf(`{"id": "shop", "instruction": "x", "setup": [
 			{"type": "write_file", "path": "~/site/index.html", "content": %q},
+			{"type": "write_file", "path": "~/site/other.html", "content": "<title>Other</title><p>other page</p>"},
 			{"type": "serve", "dir": "~/site", "port": %d},
 			{"type": "browser", "url": "http://127.0.0.1:%d/index.html"}
 		], "evaluator": {"type": "browser_url", "contains": "index"}}`, testPage, port, port)), "shop.json")
@@ -42,6 +44,23 @@ func BenchmarkBrowser(b *testing.B) {
 	if err := tk.RunSetup(ctx, env); err != nil {
 		b.Fatal(err)
 	}
+	// navigate: the active tab to the other page and back, each waited
+	// for until loaded (what the MCP server's navigate tool does).
+	b.Run("navigate", func(b *testing.B) {
+		br := env.Browser()
+		u, err := br.URL(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		other := strings.Replace(u, "index.html", "other.html", 1)
+		for b.Loop() {
+			for _, to := range []string{other, u} {
+				if err := br.Navigate(ctx, to); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 	for _, c := range []struct{ name, check string }{
 		{"browser_url", `{"type": "browser_url", "contains": "index"}`},
 		{"browser_title", `{"type": "browser_title", "contains": "Shop"}`},
