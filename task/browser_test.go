@@ -399,3 +399,48 @@ func TestBrowserLike(t *testing.T) {
 		t.Error("changing BrowserLike's flags changed the browser step's")
 	}
 }
+
+// TestDebianLauncher: Debian's launcher script is skipped only when the
+// browser it runs is there and its settings directory holds the package's
+// files alone.
+func TestDebianLauncher(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "chromium")
+	testrig.WriteFile(t, script, "#!/bin/sh\nexec /x \"$@\"\n", 0o755)
+	elf := filepath.Join(dir, "chromium-elf")
+	testrig.WriteFile(t, elf, "\x7fELF", 0o755)
+	binary := filepath.Join(dir, "lib", "chromium")
+	testrig.WriteFile(t, binary, "\x7fELF", 0o755)
+	stock := filepath.Join(dir, "stock.d")
+	for _, f := range debianChromium.stock {
+		testrig.WriteFile(t, filepath.Join(stock, f), "# package\n", 0o644)
+	}
+	extra := filepath.Join(dir, "extra.d")
+	testrig.WriteFile(t, filepath.Join(extra, "default-flags"), "# package\n", 0o644)
+	testrig.WriteFile(t, filepath.Join(extra, "proxy"), "export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --proxy-server=x\"\n", 0o644)
+	cases := []struct {
+		name    string
+		path    string
+		inst    chromiumInstall
+		want    string
+		wantEnv bool
+	}{
+		{"the package's launcher", script, chromiumInstall{binary, stock, debianChromium.stock}, binary, true},
+		{"an operator's settings file", script, chromiumInstall{binary, extra, debianChromium.stock}, script, false},
+		{"no settings directory", script, chromiumInstall{binary, filepath.Join(dir, "none"), debianChromium.stock}, script, false},
+		{"no browser behind it", script, chromiumInstall{filepath.Join(dir, "lib", "none"), stock, debianChromium.stock}, script, false},
+		{"not a script", elf, chromiumInstall{binary, stock, debianChromium.stock}, elf, false},
+		{"missing", filepath.Join(dir, "gone"), chromiumInstall{binary, stock, debianChromium.stock}, filepath.Join(dir, "gone"), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, flags, env := debianLauncher(c.path, c.inst)
+			if got != c.want {
+				t.Errorf("debianLauncher(%s) runs %s, want %s", c.path, got, c.want)
+			}
+			if c.wantEnv != (len(env) > 0 && len(flags) > 0) || c.wantEnv && !slices.Contains(env, "CHROME_WRAPPER="+c.path) {
+				t.Errorf("debianLauncher(%s) flags %q, env %q; want the launcher's (%v)", c.path, flags, env, c.wantEnv)
+			}
+		})
+	}
+}
