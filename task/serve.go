@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -20,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/deskenv/deskenv/internal/peer"
 )
 
 // Limits of the serve step's server.
@@ -38,6 +41,59 @@ type server struct {
 	mu   sync.Mutex
 	n    int // POSTs stored
 	done chan struct{}
+	// allowed are the users whose connections it answers (clientCheck).
+	allowed map[uint32]bool
+}
+
+// A serve step's port is the machine's: in pool mode every desktop's
+// programs can reach it over loopback. Its folder is one desktop's task,
+// and a POST writes the answer its checks read, so a server answers only
+// connections opened by its own desktop's user, by deskenv's own user
+// (its checks, an operator's tools run as it) and by root; another
+// desktop's agent gets 403 whatever it sends. The kernel says who opened a
+// connection (internal/peer), not anything the client could forge.
+
+// serveClients are the users a serve step's server answers.
+func (e *DisplayEnv) serveClients() map[uint32]bool {
+	allowed := map[uint32]bool{0: true, uint32(os.Geteuid()): true}
+	if e.d != nil {
+		if c := e.d.Credential(); c != nil {
+			allowed[c.Uid] = true
+		}
+	}
+	return allowed
+}
+
+// servedConn is a connection a serve step's server accepted; its owner is
+// looked up once, on its first request.
+type servedConn struct {
+	c    net.Conn
+	once sync.Once
+	uid  uint32
+	err  error
+}
+
+type servedConnKey struct{}
+
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, servedConnKey{}, &servedConn{c: c})
+}
+
+// clientCheck says why the request's connection is not answered, or "".
+func (s *server) clientCheck(r *http.Request) string {
+	c, ok := r.Context().Value(servedConnKey{}).(*servedConn)
+	if !ok {
+		return "" // the handler called directly, not through the listener
+	}
+	c.once.Do(func() { c.uid, c.err = peer.UID(c.c) })
+	switch {
+	case c.err != nil:
+		// Fail closed: a client we cannot place may be another desktop.
+		return fmt.Sprintf("cannot tell which local user opened this connection, so it is refused: %v", c.err)
+	case !s.allowed[c.uid]:
+		return fmt.Sprintf("this task's server answers its own desktop's programs and deskenv only: a connection of user %d is refused", c.uid)
+	}
+	return ""
 }
 
 // serveHost is an Env that can run a serve step's server (DisplayEnv).
@@ -59,8 +115,8 @@ func (e *DisplayEnv) serve(ctx context.Context, dir string, port int) error {
 	if err != nil {
 		return fmt.Errorf("serve %s on port %d: %w", dir, port, err)
 	}
-	s := &server{env: e, dir: dir, done: make(chan struct{})}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s := &server{env: e, dir: dir, done: make(chan struct{}), allowed: e.serveClients()}
+	s.srv = &http.Server{Handler: s, ConnContext: withConn, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug)}
 	e.mu.Lock()
@@ -90,6 +146,10 @@ func (e *DisplayEnv) closeServers(ctx context.Context) {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := s.clientCheck(r); why != "" {
+		http.Error(w, why, http.StatusForbidden)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.get(w, r)

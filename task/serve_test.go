@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -109,11 +110,47 @@ func TestServe(t *testing.T) {
 		t.Errorf("an oversized POST: %s", resp.Status)
 	}
 
+	// Another desktop's agent (pool mode: a user of its own) reaches the
+	// port over loopback too: it reads nothing and posts nothing. The
+	// desktop's own user is answered.
+	for _, c := range []struct {
+		name string
+		uid  uint32
+		args []string
+		want string
+	}{
+		{"the desktop's user reads", nobodyID, []string{base + "/index.html"}, "200 <!doctype html><title>Home</title>"},
+		{"another user reads", otherDesktopUID, []string{base + "/index.html"}, "403 this task's server answers its own desktop's programs and deskenv only: a connection of user 64997 is refused"},
+		{"another user posts", otherDesktopUID, []string{"-d", "name=Eve", base + "/order"}, "403 this task's server"},
+	} {
+		// The body, then the status on a line of its own.
+		cmd := exec.CommandContext(ctx, "curl", append([]string{"-sS", "-w", "\n%{http_code}"}, c.args...)...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: c.uid, Gid: c.uid, Groups: []uint32{}}}
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: curl: %v: %s", c.name, err, b)
+		}
+		body, code := string(b), ""
+		if i := strings.LastIndexByte(body, '\n'); i >= 0 {
+			body, code = body[:i], body[i+1:]
+		}
+		if got := code + " " + strings.TrimSpace(body); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "site/.posted/2.json")); !os.IsNotExist(err) {
+		t.Errorf("another user's POST was stored (%v)", err)
+	}
+
 	env.CloseLaunched(ctx)
 	if _, err := http.Get(base + "/"); err == nil {
 		t.Error("the server still answers after CloseLaunched")
 	}
 }
+
+// otherDesktopUID stands for another pool desktop's session user: a user
+// of its own, not nobody (the desktop's here).
+const otherDesktopUID = 64997
 
 func fileUID(fi os.FileInfo) uint32 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
