@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,6 +137,16 @@ func TestIsolationAttacker(t *testing.T) {
 	}
 	os.Chmod(tasks, 0o700)
 	taskFile := filepath.Join(tasks, "copy-code.json")
+	// A task desktop B will run: a site served on a port of the machine,
+	// whose POSTs are the answer its check reads.
+	servePort := freeTCPPort(t)
+	served := fmt.Sprintf(`{"id": "served-site", "instruction": "Order on the page.", "setup": [
+		{"type": "write_file", "path": "~/site/index.html", "content": "<title>B's shop</title>"},
+		{"type": "serve", "dir": "~/site", "port": %d}
+	], "evaluator": {"type": "json_field", "path": "~/site/.posted/1.json", "pointer": "/name", "equals": "B"}}`, servePort)
+	if err := os.WriteFile(filepath.Join(tasks, "served-site.json"), []byte(served), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	episodes := filepath.Join(base, "episodes")
 	homes := filepath.Join(base, "homes")
 
@@ -176,6 +187,15 @@ func TestIsolationAttacker(t *testing.T) {
 	}
 	os.Chown(secretB, bUID, bGID)
 
+	// Desktop B in an episode of the served task.
+	if code := doJSON(t, "POST", d.base+"/d/1/api/reset", testOperator, map[string]any{"task_id": "served-site"}, nil); code != 200 {
+		t.Fatalf("reset desktop B into served-site: %d", code)
+	}
+	site := fmt.Sprintf("http://127.0.0.1:%d/", servePort)
+	if resp, err := http.Get(site); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("B's served site does not answer deskenv's user: %v %v", resp, err)
+	}
+
 	// A lease of desktop A, whose agent gets the bash trait.
 	var lease struct {
 		Desktop    int    `json:"desktop"`
@@ -208,6 +228,8 @@ func TestIsolationAttacker(t *testing.T) {
 		{"list B's home", "ls " + homeB, nil},
 		{"read a file in B's home", "cat " + secretB, nil},
 		{"write into B's home", "echo pwned > " + homeB + "/pwned", nil},
+		{"read the site B's task serves", "curl -fsS " + site, nil},
+		{"post an answer to B's task", "curl -fsS -d name=B " + site + "order", nil},
 		{"list the tasks directory", "ls " + tasks, nil},
 		{"read a task file (its evaluator and solution)", "cat " + taskFile, nil},
 		{"list the episodes directory", "ls " + episodes, nil},
@@ -297,6 +319,9 @@ func TestIsolationAttacker(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(homeB, "pwned")); err == nil {
 		t.Errorf("a file appeared in B's home")
 	}
+	if _, err := os.Stat(filepath.Join(homeB, "site", ".posted")); !os.IsNotExist(err) {
+		t.Errorf("B's task got a POST (%v)", err)
+	}
 	// Anything found, tried as a token on the control plane: refused.
 	tried := 0
 	for _, w := range slices.Compact(slices.Sorted(slices.Values(found))) {
@@ -342,4 +367,15 @@ func TestIsolationAttacker(t *testing.T) {
 			t.Errorf("/d/0/health = %v, want exactly {\"status\":\"healthy\"}", plain)
 		}
 	}
+}
+
+// freeTCPPort is a loopback port free a moment ago.
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
