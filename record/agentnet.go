@@ -27,6 +27,10 @@ type Trajectory struct {
 	Source    string   `json:"source"`
 	Reward    *float64 `json:"reward"`
 	Status    string   `json:"status"`
+	// Seed and Params are the variant of the task: the reset's seed and
+	// the values it chose for the task's parameters (absent when none).
+	Seed   *int64         `json:"seed,omitempty"`
+	Params map[string]any `json:"params,omitempty"`
 }
 
 // TrajectoryStep is one entry of traj.
@@ -61,6 +65,7 @@ func trajectoryOf(rec *Recording, outDir string) Trajectory {
 	tr := Trajectory{EpisodeID: m.ID, Source: m.Source, Status: m.Status, Traj: []TrajectoryStep{}}
 	if m.Task != nil {
 		tr.TaskID, tr.Instruction = m.Task.ID, m.Task.Instruction
+		tr.Seed, tr.Params = m.Task.Seed, m.Task.Params
 	}
 	if o := m.Outcome; o != nil && o.Reward != nil {
 		done := o.Succeeded()

@@ -103,6 +103,13 @@ func TestExportAgentNet(t *testing.T) {
 	if agent.TaskID != "task-a" || agent.TaskCompleted == nil || !*agent.TaskCompleted || len(agent.Traj) != 3 {
 		t.Fatalf("the agent's trajectory: %+v", agent)
 	}
+	// Its task's variant; the other episode had none.
+	if agent.Seed == nil || *agent.Seed != 7 || agent.Params["name"] != `bo"b` || agent.Params["n"] != float64(3) {
+		t.Errorf("the agent's trajectory: seed %v params %v, want 7 and its parameters", agent.Seed, agent.Params)
+	}
+	if trajs[1].Seed != nil || trajs[1].Params != nil {
+		t.Errorf("the person's trajectory has seed %v params %v, want none", trajs[1].Seed, trajs[1].Params)
+	}
 	codes := []string{agent.Traj[0].Value.Code, agent.Traj[1].Value.Code, agent.Traj[2].Value.Code}
 	want := []string{`pyautogui\.click\(x=0\.0\d{3}, y=0\.0\d{3}\)`, regexp.QuoteMeta(`pyautogui.write('a <b> & c')`), regexp.QuoteMeta(`pyautogui.press('enter')`)}
 	for i := range want {

@@ -73,12 +73,17 @@ type ImageCell struct {
 // Row is one row of an export: one step with the observation it was taken
 // on.
 type Row struct {
-	EpisodeID   string    `parquet:"episode_id" json:"episode_id"`
-	Step        int32     `parquet:"step" json:"step"`
-	Source      string    `parquet:"source" json:"source"`
-	TaskID      *string   `parquet:"task_id,optional" json:"task_id"`
-	Instruction *string   `parquet:"instruction,optional" json:"instruction"`
-	Image       ImageCell `parquet:"image" json:"image"`
+	EpisodeID   string  `parquet:"episode_id" json:"episode_id"`
+	Step        int32   `parquet:"step" json:"step"`
+	Source      string  `parquet:"source" json:"source"`
+	TaskID      *string `parquet:"task_id,optional" json:"task_id"`
+	Instruction *string `parquet:"instruction,optional" json:"instruction"`
+	// Seed and ParamsJSON are the variant of the task the episode ran: the
+	// reset's seed and the values it chose for the task's parameters (a
+	// JSON object), null when there were none.
+	Seed       *int64    `parquet:"seed,optional" json:"seed"`
+	ParamsJSON *string   `parquet:"params_json,optional" json:"params_json"`
+	Image      ImageCell `parquet:"image" json:"image"`
 	// ActionJSON is the computer tool input exactly as recorded; the columns
 	// after it are its fields.
 	ActionJSON      string   `parquet:"action_json" json:"action_json"`
@@ -117,7 +122,7 @@ func hfFeatures() map[string]any {
 	seq := func(dtype string) map[string]any { return map[string]any{"feature": v(dtype), "_type": "Sequence"} }
 	return map[string]any{
 		"episode_id": v("string"), "step": v("int32"), "source": v("string"), "task_id": v("string"),
-		"instruction": v("string"), "image": map[string]any{"_type": "Image"}, "action_json": v("string"),
+		"instruction": v("string"), "seed": v("int64"), "params_json": v("string"), "image": map[string]any{"_type": "Image"}, "action_json": v("string"),
 		"action": v("string"), "coordinate": seq("int32"), "start_coordinate": seq("int32"), "region": seq("int32"),
 		"text": v("string"), "key": v("string"), "scroll_direction": v("string"), "scroll_amount": v("int32"),
 		"duration": v("float64"), "t_start": v("float64"), "t_end": v("float64"), "screen_w": v("int32"),
@@ -433,6 +438,24 @@ func (j jsonlRows) write(rec *Recording, outDir string) (int, error) {
 
 func (j jsonlRows) finish() error { return j.bw.Flush() }
 
+// taskVariant is the variant of the task episode m ran, as the exports
+// write it: the reset's seed, and the values it chose for the task's
+// parameters as a JSON object (nil when there were none).
+func taskVariant(m *Meta) (seed *int64, params *string, err error) {
+	if m.Task == nil {
+		return nil, nil, nil
+	}
+	if len(m.Task.Params) > 0 {
+		b, err := wire.Marshal(m.Task.Params)
+		if err != nil {
+			return nil, nil, fmt.Errorf("episode %s: its task's parameters: %w", m.ID, err)
+		}
+		s := string(b)
+		params = &s
+	}
+	return m.Task.Seed, params, nil
+}
+
 // rowsOf makes the rows of one episode; with embed, each row carries the
 // PNG of its observation.
 func rowsOf(rec *Recording, embed bool, outDir string) ([]Row, error) {
@@ -445,6 +468,10 @@ func rowsOf(rec *Recording, embed bool, outDir string) ([]Row, error) {
 		if m.Task.Instruction != "" {
 			instr = &m.Task.Instruction
 		}
+	}
+	seed, params, err := taskVariant(&m)
+	if err != nil {
+		return nil, err
 	}
 	var epReward *float64
 	var success *bool
@@ -462,6 +489,7 @@ func rowsOf(rec *Recording, embed bool, outDir string) ([]Row, error) {
 		aj, _ := wire.Marshal(a) // the action as the agent's schema has it, <, > and & unescaped
 		r := Row{
 			EpisodeID: m.ID, Step: int32(s.Step), Source: string(s.Source), TaskID: taskID, Instruction: instr,
+			Seed: seed, ParamsJSON: params,
 			ActionJSON: string(aj), Action: a.Action, Coordinate: ints32(a.Coordinate), StartCoordinate: ints32(a.StartCoordinate),
 			Region: ints32(a.Region), Text: strPtr(a.Text), Key: strPtr(a.Key), ScrollDirection: strPtr(a.ScrollDirection),
 			Duration: a.Duration, TStart: s.TStart, TEnd: s.TEnd,
@@ -582,6 +610,8 @@ func datasetCard(out string, opt ExportOptions, st ExportStats) string {
 		{"step", "int32", "the step's number in its episode, from 0"},
 		{"source", "string", "who acted: human (reduced from raw input), agent, replay"},
 		{"task_id, instruction", "string", "the task and what it asked (null without a task)"},
+		{"seed", "int64", "the reset's seed: which variant of the task (null when none was given)"},
+		{"params_json", "string", "the values the reset chose for the task's parameters, a JSON object (null when it has none)"},
 		{"image", "{bytes, path}", "PNG of the observation the step was taken on (the last screenshot before it), model space"},
 		{"action_json", "string", "the computer tool input as recorded, e.g. {\"action\":\"left_click\",\"coordinate\":[512,384]}"},
 		{"action", "string", "the action's name"},

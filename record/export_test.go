@@ -25,7 +25,11 @@ func recordTwo(t *testing.T) string {
 	dir := t.TempDir()
 	rec := r.recorder(t, dir, Options{FPS: -1})
 	one, zero, yes, no := 1.0, 0.0, true, false
-	if _, err := rec.Start(ctx, EpisodeInfo{ID: "a1", TaskID: "task-a", Instruction: "do a", Source: "agent"}); err != nil {
+	// a1 ran a variant of its task: a seed, and the values chosen for the
+	// task's parameters (a name with a quote, a number).
+	seed := int64(7)
+	params := map[string]any{"name": `bo"b`, "n": 3}
+	if _, err := rec.Start(ctx, EpisodeInfo{ID: "a1", TaskID: "task-a", Instruction: "do a", Source: "agent", Seed: &seed, Params: params}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range []string{`{"action":"left_click","coordinate":[10,20]}`, `{"action":"type","text":"a <b> & c"}`, `{"action":"key","text":"Return"}`} {
@@ -104,6 +108,11 @@ func TestExport(t *testing.T) {
 				seen[r.EpisodeID] = true
 				if r.ModelW != 1280 || r.ScreenW != 1920 || r.Action == "" || r.ActionJSON == "" || r.TaskID == nil {
 					t.Errorf("row %d: %+v", i, r)
+				}
+				// The task's variant: a1's seed and parameters, none for h1.
+				wantSeed, wantParams := r.EpisodeID == "a1", `{"n":3,"name":"bo\"b"}`
+				if (r.Seed != nil) != wantSeed || wantSeed && *r.Seed != 7 || (r.ParamsJSON != nil) != wantSeed || wantSeed && *r.ParamsJSON != wantParams {
+					t.Errorf("row %d of %s: seed %v, params_json %v; want %v and %s", i, r.EpisodeID, r.Seed, r.ParamsJSON, wantSeed, wantParams)
 				}
 				var a hci.Action
 				// What was typed is kept byte for byte: a column holding

@@ -84,6 +84,9 @@ type leRobotEpisode struct {
 	DeskenvReward   *float64 `parquet:"deskenv.reward,optional"`
 	DeskenvFrames   int64    `parquet:"deskenv.video_frames"`
 	DeskenvOutcomeS bool     `parquet:"deskenv.success"`
+	// The task's variant, as the Parquet export's seed and params_json.
+	DeskenvSeed   *int64  `parquet:"deskenv.seed,optional"`
+	DeskenvParams *string `parquet:"deskenv.params_json,optional"`
 }
 
 // leRobotTask is one row of meta/tasks.parquet.
@@ -207,6 +210,10 @@ func (ds *leRobotSet) add(ctx context.Context, rec *Recording) error {
 	ep.Tasks = []string{task}
 	if o := rec.Meta.Outcome; o != nil {
 		ep.DeskenvReward, ep.DeskenvOutcomeS = o.Reward, o.Succeeded()
+	}
+	var err error
+	if ep.DeskenvSeed, ep.DeskenvParams, err = taskVariant(&rec.Meta); err != nil {
+		return err
 	}
 	if ds.video {
 		if err := ds.addVideo(ctx, rec, &ep); err != nil {

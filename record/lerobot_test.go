@@ -27,7 +27,13 @@ func recordVideo(t *testing.T) string {
 	rec := r.recorder(t, dir, Options{FPS: 10})
 	one, zero := 1.0, 0.0
 	for e, id := range []string{"v1", "v2"} {
-		if _, err := rec.Start(ctx, EpisodeInfo{ID: id, TaskID: "task-" + id, Instruction: "do <" + id + "> & more", Source: "agent"}); err != nil {
+		info := EpisodeInfo{ID: id, TaskID: "task-" + id, Instruction: "do <" + id + "> & more", Source: "agent"}
+		if e == 0 {
+			// v1 ran a variant of its task; v2 had none.
+			seed := int64(5)
+			info.Seed, info.Params = &seed, map[string]any{"n": 2}
+		}
+		if _, err := rec.Start(ctx, info); err != nil {
 			t.Fatal(err)
 		}
 		for i, s := range []string{`{"action":"left_click","coordinate":[320,240]}`, `{"action":"type","text":"a <b> & c"}`,
@@ -101,6 +107,12 @@ func TestLeRobotExport(t *testing.T) {
 	}
 	if tasks[0].Task != "do <v1> & more" || eps[0].Tasks[0] != tasks[0].Task {
 		t.Errorf("tasks %+v, episode 0's %v", tasks, eps[0].Tasks)
+	}
+	if s, p := eps[0].DeskenvSeed, eps[0].DeskenvParams; s == nil || *s != 5 || p == nil || *p != `{"n":2}` {
+		t.Errorf("episode 0's deskenv.seed %v, deskenv.params_json %v; want 5 and {\"n\":2}", s, p)
+	}
+	if eps[1].DeskenvSeed != nil || eps[1].DeskenvParams != nil {
+		t.Errorf("episode 1 had no variant, has seed %v params %v", eps[1].DeskenvSeed, eps[1].DeskenvParams)
 	}
 	totalFrames := 0
 	for i, ep := range eps {

@@ -139,6 +139,7 @@ func TestParquetReadByDuckDB(t *testing.T) {
 
 	wantCols := map[string]string{
 		"episode_id": "VARCHAR", "step": "INTEGER", "source": "VARCHAR", "task_id": "VARCHAR", "instruction": "VARCHAR",
+		"seed": "BIGINT", "params_json": "VARCHAR",
 		"image": "STRUCT(bytes BLOB, path VARCHAR)", "action_json": "VARCHAR", "action": "VARCHAR",
 		"coordinate": "INTEGER[]", "start_coordinate": "INTEGER[]", "region": "INTEGER[]", "text": "VARCHAR",
 		"key": "VARCHAR", "scroll_direction": "VARCHAR", "scroll_amount": "INTEGER", "duration": "DOUBLE",
