@@ -13,7 +13,6 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/xfixes"
-	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/internal/xext"
@@ -151,37 +150,22 @@ func (w *damageWatch) connect() (*damageConn, error) {
 	return x, nil
 }
 
+// subscribe creates the damage object, at level NonEmpty (see damageWatch),
+// and the regions its damage is emptied into, on c of X server generation
+// gen.
 func subscribe(c *xgb.Conn, gen uint64) (*damageConn, error) {
-	if err := xext.Init(c, "XFIXES", xfixes.Init); err != nil {
-		return nil, fmt.Errorf("set up XFIXES for damage regions: %w", err)
+	dmg, err := xext.DamageRoot(c, damage.ReportLevelNonEmpty)
+	if err != nil {
+		return nil, err
 	}
-	// DAMAGE needs XFIXES 2 (regions) announced first.
-	if _, err := xfixes.QueryVersion(c, 5, 0).Reply(); err != nil {
-		return nil, fmt.Errorf("query the XFIXES version: %w", err)
-	}
-	if err := xext.Init(c, "DAMAGE", damage.Init); err != nil {
-		return nil, fmt.Errorf("set up DAMAGE: %w", err)
-	}
-	if _, err := damage.QueryVersion(c, 1, 1).Reply(); err != nil {
-		return nil, fmt.Errorf("query the DAMAGE version: %w", err)
-	}
-	root := xproto.Setup(c).DefaultScreen(c).Root
-	x := &damageConn{c: c, gen: gen}
+	x := &damageConn{c: c, gen: gen, dmg: dmg}
 	for _, r := range []*xfixes.Region{&x.region, &x.tmp, &x.acc, &x.snap} {
-		var err error
 		if *r, err = xfixes.NewRegionId(c); err != nil {
 			return nil, fmt.Errorf("allocate a region id: %w", err)
 		}
 		if err := xfixes.CreateRegionChecked(c, *r, nil).Check(); err != nil {
 			return nil, fmt.Errorf("create a region: %w", err)
 		}
-	}
-	var err error
-	if x.dmg, err = damage.NewDamageId(c); err != nil {
-		return nil, fmt.Errorf("allocate a damage id: %w", err)
-	}
-	if err := damage.CreateChecked(c, x.dmg, xproto.Drawable(root), damage.ReportLevelNonEmpty).Check(); err != nil {
-		return nil, fmt.Errorf("track damage on the root window: %w", err)
 	}
 	return x, nil
 }

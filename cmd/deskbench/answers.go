@@ -17,12 +17,11 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
-	"github.com/jezek/xgb/xfixes"
-	"github.com/jezek/xgb/xproto"
 
 	"github.com/deskenv/deskenv/display"
 	"github.com/deskenv/deskenv/hci"
 	"github.com/deskenv/deskenv/internal/activity"
+	"github.com/deskenv/deskenv/internal/xext"
 	"github.com/deskenv/deskenv/screen"
 	"github.com/deskenv/deskenv/task"
 )
@@ -419,37 +418,19 @@ type damageLog struct {
 	done chan struct{}
 }
 
+// listenDamage starts recording the screen's damage on a connection of its
+// own; close ends it.
 func listenDamage(d *display.Display) (*damageLog, error) {
 	c, err := d.Dial()
 	if err != nil {
 		return nil, err
 	}
-	fail := func(what string, err error) (*damageLog, error) {
-		c.Close()
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	if err := xfixes.Init(c); err != nil {
-		return fail("set up XFIXES", err)
-	}
-	if _, err := xfixes.QueryVersion(c, 5, 0).Reply(); err != nil {
-		return fail("query XFIXES", err)
-	}
-	if err := damage.Init(c); err != nil {
-		return fail("set up DAMAGE", err)
-	}
-	if _, err := damage.QueryVersion(c, 1, 1).Reply(); err != nil {
-		return fail("query DAMAGE", err)
-	}
-	id, err := damage.NewDamageId(c)
-	if err != nil {
-		return fail("allocate a damage id", err)
-	}
-	root := xproto.Setup(c).DefaultScreen(c).Root
 	// Raw rectangles: an event for every drawing request, so the time of
 	// each is known (the settle's NonEmpty level reports only the first
 	// until the region is emptied).
-	if err := damage.CreateChecked(c, id, xproto.Drawable(root), damage.ReportLevelRawRectangles).Check(); err != nil {
-		return fail("track damage on the root window", err)
+	if _, err := xext.DamageRoot(c, damage.ReportLevelRawRectangles); err != nil {
+		c.Close()
+		return nil, err
 	}
 	l := &damageLog{c: c, done: make(chan struct{})}
 	go func() {

@@ -1,5 +1,6 @@
 // Package xext is the X plumbing under display: it dials a display within a
-// context (Dial) and sets up X extensions on a connection without racing xgb.
+// context (Dial), sets up X extensions on a connection without racing xgb,
+// and subscribes to the root window's damage (DamageRoot).
 //
 // xgb's Init functions (shm.Init, xtest.Init, ...) write process-wide maps of
 // event and error decoders that the reader goroutine of every open connection
