@@ -88,12 +88,7 @@ func freePort(t testing.TB, network string) int {
 	t.Helper()
 	switch network {
 	case "tcp":
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().(*net.TCPAddr).Port
+		return testrig.FreePort(t)
 	default:
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 		if err != nil {

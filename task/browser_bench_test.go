@@ -23,7 +23,7 @@ import (
 func BenchmarkBrowser(b *testing.B) {
 	desk := func() (*DisplayEnv, *Task) {
 		_, env := browserDesk(b)
-		port := freePort(b)
+		port := testrig.FreePort(b)
 		tk, err := Parse([]byte(fmt.Sprintf(`{"id": "shop", "instruction": "x", "setup": [
 			{"type": "write_file", "path": "~/site/index.html", "content": %q},
 			{"type": "write_file", "path": "~/site/other.html", "content": "<title>Other</title><p>other page</p>"},

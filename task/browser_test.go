@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,16 +46,6 @@ func browserDesk(t testing.TB) (*display.Display, *DisplayEnv) {
 	env := NewEnv(d, "", nil)
 	t.Cleanup(func() { env.Close() })
 	return d, env
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 const testPage = `<!doctype html>
@@ -122,7 +111,7 @@ func listeners(t *testing.T, uid int) []string {
 func TestBrowser(t *testing.T) {
 	d, env := browserDesk(t)
 	ctx := testrig.Context(t, 4*time.Minute)
-	port := freePort(t)
+	port := testrig.FreePort(t)
 	before := listeners(t, nobodyID)
 	tk, err := Parse([]byte(fmt.Sprintf(`{"id": "shop", "instruction": "x", "setup": [
 		{"type": "write_file", "path": "~/site/index.html", "content": %q},

@@ -28,7 +28,7 @@ func TestServe(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("deskenv's own"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
+	port := testrig.FreePort(t)
 	tk, err := Parse([]byte(fmt.Sprintf(`{"id": "s", "instruction": "x", "setup": [
 		{"type": "write_file", "path": "~/site/index.html", "content": "<!doctype html><title>Home</title>"},
 		{"type": "write_file", "path": "~/site/data/a.csv", "content": "a,b\n"},

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/deskenv/deskenv/internal/testrig"
 )
 
 // reachableHomes lets the session users reach the --home directories a test
@@ -139,7 +140,7 @@ func TestIsolationAttacker(t *testing.T) {
 	taskFile := filepath.Join(tasks, "copy-code.json")
 	// A task desktop B will run: a site served on a port of the machine,
 	// whose POSTs are the answer its check reads.
-	servePort := freeTCPPort(t)
+	servePort := testrig.FreePort(t)
 	served := fmt.Sprintf(`{"id": "served-site", "instruction": "Order on the page.", "setup": [
 		{"type": "write_file", "path": "~/site/index.html", "content": "<title>B's shop</title>"},
 		{"type": "serve", "dir": "~/site", "port": %d}
@@ -367,15 +368,4 @@ func TestIsolationAttacker(t *testing.T) {
 			t.Errorf("/d/0/health = %v, want exactly {\"status\":\"healthy\"}", plain)
 		}
 	}
-}
-
-// freeTCPPort is a loopback port free a moment ago.
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

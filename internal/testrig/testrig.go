@@ -12,6 +12,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -64,6 +65,20 @@ func Serve(t testing.TB, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// FreePort is a loopback TCP port that was free a moment ago, for a server
+// a test starts on a port it must name (a task's serve step, a listener in a
+// container); another process may take it first, which the test then sees
+// as "address already in use".
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 // Logger is a logger for the code under test: discarded, unless the test
