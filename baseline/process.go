@@ -147,18 +147,15 @@ func (b *Desktop) serverProcesses() map[int]bool {
 
 // underServer reports whether pid runs below the X server sp (0: none) in
 // the process tree. Walking up from the few processes found on the display
-// costs a reset a handful of reads, where listing the server's descendants
+// (proc.FS.Under reads one stat per ancestor) costs a reset a handful of
+// reads, where a proc.Tree, or listing the server's descendants, would
 // read every process's stat.
 func underServer(pid, sp int) bool {
 	if sp <= 0 {
 		return false
 	}
-	for p, n := parentOf(pid), 0; p > 1 && n < 64; p, n = parentOf(p), n+1 {
-		if p == sp {
-			return true
-		}
-	}
-	return false
+	_, ok := proc.Default().Under(pid, map[int]bool{sp: true})
+	return ok
 }
 
 // keepClient says which X clients survive a reset, by process id: this
@@ -189,26 +186,25 @@ func keepClient(owned bool, mine map[int]bool, spare []int) func(pid int) bool {
 // a program could drop DISPLAY from its own). Otherwise they are this
 // user's processes whose environment says DISPLAY=name.
 func desktopProcesses(name string, sessionUID int, skip map[int]bool) []int {
-	pfs := proc.Default()
-	// Listing /proc does not block: the context only matters to callers
-	// that list without end, which this one does not.
-	pids, err := pfs.PIDs(context.Background())
-	if err != nil {
-		return nil
-	}
 	uid := os.Getuid()
 	byUID := sessionUID >= 0 && sessionUID != uid
 	if byUID {
 		uid = sessionUID
+	}
+	pfs := proc.Default()
+	// Listing /proc does not block: the context only matters to callers
+	// that list without end, which this one does not. Only the owner of
+	// each process is read (no stat, no parent), and the environment of
+	// the user's.
+	pids, err := pfs.Owned(context.Background(), uid)
+	if err != nil {
+		return nil
 	}
 	self := os.Getpid()
 	var out []int
 	for _, pid := range pids {
 		if pid == self || skip[pid] {
 			continue
-		}
-		if owner, err := pfs.Owner(pid); err != nil || owner != uid {
-			continue // another user's, or gone
 		}
 		env, err := pfs.Environ(pid, maxEnviron)
 		if onDisplay(env, err, name, byUID) {
@@ -266,15 +262,6 @@ func descendants(pid int) map[int]bool {
 	}
 	walk(pid)
 	return out
-}
-
-// parentOf is pid's parent, 0 if pid is gone.
-func parentOf(pid int) int {
-	st, err := proc.Default().Stat(pid)
-	if err != nil {
-		return 0
-	}
-	return st.PPID
 }
 
 // alive reports whether pid exists and is not a zombie.

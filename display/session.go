@@ -279,40 +279,20 @@ func scale(x uint8, mask uint32) uint32 {
 // descendantGroups are the process groups of the processes below pids in
 // the process tree (pids' own groups left out), read from /proc.
 func descendantGroups(pids []int) []int {
-	type node struct{ ppid, pgid int }
-	procs := map[int]node{}
-	pfs := proc.Default()
-	// Listing /proc does not block: no context to end it early, and an
-	// unreadable /proc leaves nothing to find (the group kills still run).
-	all, _ := pfs.PIDs(context.Background())
-	for _, pid := range all {
-		st, err := pfs.Stat(pid)
-		if err != nil {
-			continue // exited since the listing
-		}
-		procs[pid] = node{st.PPID, st.PGRP}
-	}
 	roots := map[int]bool{}
 	for _, p := range pids {
 		roots[p] = true
 	}
-	groups := map[int]bool{}
-	for _, p := range procs {
-		for a := p.ppid; a > 1; a = procs[a].ppid {
-			if roots[a] {
-				if !roots[p.pgid] && p.pgid > 1 {
-					groups[p.pgid] = true
-				}
-				break
-			}
-			if _, ok := procs[a]; !ok {
-				break
-			}
+	// Listing /proc does not block: no context to end it early, and an
+	// unreadable /proc leaves nothing to find (the group kills still run).
+	tree, _ := proc.Default().ReadTree(context.Background())
+	seen := map[int]bool{}
+	var out []int
+	for _, pid := range tree.Below(roots) {
+		if g, _ := tree.Group(pid); !roots[g] && g > 1 && !seen[g] {
+			seen[g] = true
+			out = append(out, g)
 		}
-	}
-	out := make([]int, 0, len(groups))
-	for g := range groups {
-		out = append(out, g)
 	}
 	return out
 }

@@ -174,54 +174,38 @@ func (m *Meter) list(ctx context.Context) error {
 	if m.pids != nil && last == m.lastPID {
 		return nil
 	}
-	all, err := m.cfg.FS.PIDs(ctx)
-	if err != nil {
-		return fmt.Errorf("measure the desktop's CPU use: %w", err)
-	}
-	type node struct{ ppid, uid int }
-	procs := make(map[int]node, len(all))
-	for _, pid := range all {
-		st, err := m.cfg.FS.Stat(pid)
-		if err != nil {
-			continue
-		}
-		n := node{ppid: st.PPID, uid: -1}
-		if m.cfg.UID >= 0 {
-			if n.uid, err = m.cfg.FS.Owner(pid); err != nil {
-				continue
-			}
-		}
-		procs[pid] = n
-	}
 	excluded := map[int]bool{m.self: true}
 	if m.cfg.Exclude != nil {
 		for _, p := range m.cfg.Exclude() {
 			excluded[p] = true
 		}
 	}
-	// below says whether pid is below this process and not below an
-	// excluded one.
-	below := func(pid int) bool {
-		for a := pid; a > 1; a = procs[a].ppid {
-			if excluded[a] {
-				return a == m.self && a != pid
-			}
-			if _, ok := procs[a]; !ok {
-				return false
-			}
-		}
-		return false
-	}
+	// Not nil when empty: a nil list means none was made yet.
 	pids := make([]int, 0, 16)
-	for pid, n := range procs {
-		if m.cfg.UID >= 0 {
-			if n.uid == m.cfg.UID && !excluded[pid] {
+	if m.cfg.UID >= 0 {
+		// The session user's processes, wherever in the tree: no parent
+		// needs reading.
+		owned, err := m.cfg.FS.Owned(ctx, m.cfg.UID)
+		if err != nil {
+			return fmt.Errorf("measure the desktop's CPU use: %w", err)
+		}
+		for _, pid := range owned {
+			if !excluded[pid] {
 				pids = append(pids, pid)
 			}
-			continue
 		}
-		if below(pid) {
-			pids = append(pids, pid)
+	} else {
+		tree, err := m.cfg.FS.ReadTree(ctx)
+		if err != nil {
+			return fmt.Errorf("measure the desktop's CPU use: %w", err)
+		}
+		// Below this process, neither excluded nor below an excluded
+		// process: of its ancestors, the nearest that is this process or
+		// excluded (self is among the excluded) is this process.
+		for _, pid := range tree.PIDs() {
+			if a, ok := tree.Under(pid, excluded); ok && a == m.self && !excluded[pid] {
+				pids = append(pids, pid)
+			}
 		}
 	}
 	m.pids, m.lastPID = pids, last

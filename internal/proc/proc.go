@@ -1,7 +1,9 @@
 // Package proc reads Linux's process file system: the pids it lists and the
 // stat, status, environ, cmdline, comm and smaps_rollup files of each. It is
 // the one parser of these files, so that the comm field's quirks (anything
-// may be in it, ')' and spaces too) are handled once.
+// may be in it, ')' and spaces too) are handled once; and the process tree
+// they make (Tree, FS.Under), so that the walk up through parents is written
+// once.
 package proc
 
 import (
