@@ -101,13 +101,20 @@ func debianLauncher(path string, inst chromiumInstall) (program string, flags, e
 const browserPreferences = `{"signin":{"allowed":false,"allowed_on_next_startup":false}}`
 
 // BrowserLike is how a program that starts Chromium itself (deskbench's
-// answers benchmark) starts it as the browser step does: the step's flags
-// but the DevTools pipe (which needs deskenv's two pipes as its fds 3 and
-// 4), and the Default/Preferences to seed a fresh profile with. So the
-// benchmark's Chromium cannot drift from the tasks' again.
-func BrowserLike() (flags []string, preferences string) {
-	flags = slices.DeleteFunc(slices.Clone(browserFlags), func(f string) bool { return f == "--remote-debugging-pipe" })
-	return flags, browserPreferences
+// answers benchmark) starts it as the browser step does: the program (the
+// browser itself where the step skips Debian's launcher script, found on
+// this process's PATH), the step's flags but the DevTools pipe (which needs
+// deskenv's two pipes as its fds 3 and 4), and the Default/Preferences to
+// seed a fresh profile with. The caller adds --user-data-dir and the page.
+// So the benchmark's Chromium cannot drift from the tasks' again.
+func BrowserLike() (argv []string, preferences string) {
+	program := "chromium"
+	var extra []string
+	if path, err := lookPath(program, nil); err == nil {
+		program, extra, _ = debianLauncher(path, debianChromium)
+	}
+	flags := slices.DeleteFunc(slices.Clone(browserFlags), func(f string) bool { return f == "--remote-debugging-pipe" })
+	return slices.Concat([]string{program}, flags, extra), browserPreferences
 }
 
 // Browser is the task's Chromium: the one a `browser` setup step started,

@@ -373,17 +373,30 @@ func firstLine(s, prefix string) string {
 }
 
 // TestBrowserLike: a program starting Chromium itself gets the browser
-// step's flags but the DevTools pipe, and the sign-in-off preferences, and
-// cannot change the step's own list through the slice it is given.
+// step's program and flags but the DevTools pipe, and the sign-in-off
+// preferences, and cannot change the step's own list through the slice it
+// is given.
 func TestBrowserLike(t *testing.T) {
-	flags, prefs := BrowserLike()
-	if slices.Contains(flags, "--remote-debugging-pipe") || len(flags) != len(browserFlags)-1 {
-		t.Errorf("BrowserLike flags = %q, want the step's %q but the pipe", flags, browserFlags)
+	argv, prefs := BrowserLike()
+	if len(argv) < len(browserFlags) {
+		t.Fatalf("BrowserLike argv = %q, want a program and the step's flags %q but the pipe", argv, browserFlags)
+	}
+	flags := argv[1 : 1+len(browserFlags)-1]
+	if slices.Contains(argv, "--remote-debugging-pipe") || !slices.Equal(flags, slices.DeleteFunc(slices.Clone(browserFlags), func(f string) bool { return f == "--remote-debugging-pipe" })) {
+		t.Errorf("BrowserLike argv = %q, want the step's flags %q but the pipe", argv, browserFlags)
+	}
+	// The program is the one the step runs, launcher skipped or not.
+	want := "chromium"
+	if path, err := lookPath("chromium", nil); err == nil {
+		want, _, _ = debianLauncher(path, debianChromium)
+	}
+	if argv[0] != want {
+		t.Errorf("BrowserLike runs %s, want %s", argv[0], want)
 	}
 	if prefs != browserPreferences {
 		t.Errorf("BrowserLike preferences = %q, want %q", prefs, browserPreferences)
 	}
-	flags[0] = "--changed"
+	argv[1] = "--changed"
 	if browserFlags[0] == "--changed" {
 		t.Error("changing BrowserLike's flags changed the browser step's")
 	}

@@ -62,14 +62,14 @@ func typed(s string) string { return fmt.Sprintf(`{"action":"type","text":%q}`, 
 // browser step starts it (task.BrowserLike; its profile seeded by
 // writeAnswerFiles).
 func answerApps() []answerApp {
-	chromiumFlags, _ := task.BrowserLike()
+	chromium, _ := task.BrowserLike()
 	return []answerApp{
 		{"xterm", []string{"xterm", "-geometry", "100x30+40+40"}, 3 * time.Second, []answerStep{
 			{"type ls", typed("ls")}, {"Return", key("Return")},
 			{"click", `{"action":"left_click","coordinate":[300,200]}`},
 			{"scroll", `{"action":"scroll","coordinate":[300,200],"scroll_direction":"up","scroll_amount":3}`},
 		}},
-		{"chromium", slices.Concat([]string{"chromium", "--user-data-dir={dir}/chromium"}, chromiumFlags, []string{"file://{dir}/one.html"}),
+		{"chromium", slices.Concat(chromium, []string{"--user-data-dir={dir}/chromium", "file://{dir}/one.html"}),
 			6 * time.Second, []answerStep{
 				{"Tab to the link", key("Tab")}, {"Return: follow it", key("Return")}, {"alt+Left: back", key("alt+Left")},
 				{"ctrl+t: new tab", key("ctrl+t")}, {"type in the omnibox", typed("page")}, {"ctrl+w: close tab", key("ctrl+w")},
