@@ -221,9 +221,10 @@ func (p *Pool) claim(ctx context.Context, req leaseRequest) (*lease, *warmth, er
 }
 
 // checkWarm checks that warm desktop idx is still as it was warmed: its X
-// server answers, the window manager is up, and the episode it was warmed
-// into still runs on the same X server (a restarted server lost the task's
-// setup; a reset through /d/{i}/api/reset replaced the episode).
+// server answers, the window manager is up, the episode it was warmed into
+// still runs on the same X server (a restarted server lost the task's
+// setup; a reset through /d/{i}/api/reset replaced the episode), and the
+// task's browser, if its setup started one, still answers.
 func (p *Pool) checkWarm(ctx context.Context, idx int, w *warmth) error {
 	a := p.apps[idx]
 	hctx, cancel := context.WithTimeout(ctx, warmCheckTimeout)
@@ -238,6 +239,9 @@ func (p *Pool) checkWarm(ctx context.Context, idx int, w *warmth) error {
 	}
 	if cur := a.control.Current(); cur == nil || cur.ID != w.episode.ID {
 		return fmt.Errorf("the episode it was warmed into (%s) no longer runs", w.episode.ID)
+	}
+	if err := a.control.SetupIntact(); err != nil {
+		return fmt.Errorf("its setup did not last: %w", err)
 	}
 	return nil
 }

@@ -12,8 +12,9 @@ import (
 // BenchmarkLease measures POST /leases from request to answer, as a
 // trainer's client sees it over HTTP, on a pool of 2 desktops as deskenv
 // starts them by default (openbox and an xterm, no stream): cold (every
-// lease waits for its reset) and warm (--warm 2), for no task and for a
-// task whose setup starts a window (warmTaskJSON). Between leases a warm
+// lease waits for its reset) and warm (--warm 2), for no task, for a task
+// whose setup starts a window (warmTaskJSON) and for one whose setup opens
+// a page in Chromium (warmWebJSON). Between leases a warm
 // pool is given the time to refill (not measured): the figures are a lease
 // that finds a warm desktop. Reports p50 and p95 in milliseconds:
 //
@@ -28,6 +29,8 @@ func BenchmarkLease(b *testing.B) {
 		{"warm", 2, ""},
 		{"cold-task", 0, "warm-term"},
 		{"warm-task", 2, "warm-term"},
+		{"cold-chromium", 0, "warm-web"},
+		{"warm-chromium", 2, "warm-web"},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {

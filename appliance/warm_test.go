@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -34,6 +35,18 @@ const warmTaskJSON = `{
   "evaluator": {"type": "file_exists", "path": "~/warm.txt"}
 }`
 
+// warmWebJSON is a task whose setup opens a local page in Chromium, as the
+// example browser tasks do: the lease benchmark's browser case.
+const warmWebJSON = `{
+  "id": "warm-web",
+  "instruction": "Follow the link.",
+  "setup": [
+    {"type": "write_file", "path": "~/web/index.html", "content": "<title>Warm</title><a href=\"two.html\">two</a>"},
+    {"type": "browser", "path": "~/web/index.html"}
+  ],
+  "evaluator": {"type": "browser_url", "contains": "two.html"}
+}`
+
 // startWarmPool starts a pool of n bare desktops keeping warm of them warm
 // (into task when not empty), as startPool does.
 func startWarmPool(t testing.TB, n, warm int, task string) (*Pool, string) {
@@ -45,14 +58,17 @@ func startWarmPool(t testing.TB, n, warm int, task string) (*Pool, string) {
 }
 
 // servePool starts the pool cfg describes, with the operator token, homes
-// the session users can reach, and a task directory holding warmTaskJSON,
+// the session users can reach, and a task directory holding warmTaskJSON and
+// warmWebJSON,
 // behind its door on a free port.
 func servePool(t testing.TB, cfg Config) (*Pool, string) {
 	t.Helper()
 	cfg.OperatorToken = testOperator
 	cfg.Home, cfg.Episodes, cfg.Tasks = reachableDir(t), t.TempDir(), t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfg.Tasks, "warm-term.json"), []byte(warmTaskJSON), 0o600); err != nil {
-		t.Fatal(err)
+	for name, task := range map[string]string{"warm-term.json": warmTaskJSON, "warm-web.json": warmWebJSON} {
+		if err := os.WriteFile(filepath.Join(cfg.Tasks, name), []byte(task), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -460,6 +476,40 @@ func TestWarmDeadDesktop(t *testing.T) {
 	}
 	if m := get(t, base+"/metrics", testOperator); !strings.Contains(m, "deskenv_pool_warm_discarded_total 2") {
 		t.Errorf("/metrics does not count the two discarded warm desktops:\n%s", m)
+	}
+}
+
+// TestWarmBrowserDied: a warm desktop whose task's Chromium died while it
+// waited (crashed, or killed) is not handed out: a lease gets a desktop whose
+// browser answers, and the other is reset again.
+func TestWarmBrowserDied(t *testing.T) {
+	testrig.NeedTools(t, "chromium")
+	p, base := startWarmPool(t, 2, 2, "warm-web")
+	waitWarm(t, base, 2)
+	for i, a := range p.apps {
+		if err := a.control.SetupIntact(); err != nil {
+			t.Fatalf("warm desktop %d: %v", i, err)
+		}
+	}
+	cred := p.apps[0].display.Credential()
+	if cred == nil {
+		t.Skip("the desktops share deskenv's user: no way to kill only desktop 0's browser")
+	}
+	if out, err := exec.Command("pkill", "-KILL", "-U", strconv.Itoa(int(cred.Uid)), "chromium").CombinedOutput(); err != nil {
+		t.Fatalf("kill desktop 0's Chromium: %v %s", err, out)
+	}
+	testrig.WaitWithin(t, 10*time.Second, "desktop 0's browser to be gone", func() bool { return p.apps[0].control.SetupIntact() != nil })
+	for i := range 2 {
+		var l warmLease
+		if code := doJSON(t, "POST", base+"/leases", testOperator, map[string]any{"task_id": "warm-web"}, &l); code != http.StatusCreated {
+			t.Fatalf("lease %d: %d", i, code)
+		}
+		if err := p.apps[l.Desktop].control.SetupIntact(); err != nil {
+			t.Errorf("lease %d handed out desktop %d (warm %v) whose %v", i, l.Desktop, l.Warm, err)
+		}
+	}
+	if m := get(t, base+"/metrics", testOperator); !strings.Contains(m, "deskenv_pool_warm_discarded_total 1") {
+		t.Errorf("/metrics does not count the discarded desktop:\n%s", m)
 	}
 }
 

@@ -774,6 +774,24 @@ func ptrString[T any](p *T) string {
 }
 
 // Current returns the running episode, or nil.
+// SetupIntact reports whether what the current episode's setup started
+// that must last still does: the task's browser, when it started one. A
+// desktop reset ahead (pool mode's warm desktops) waits unwatched until it
+// is leased; a browser that died meanwhile would hand the agent a task
+// without its page.
+func (c *Control) SetupIntact() error {
+	c.mu.Lock()
+	env := c.lastEnv
+	c.mu.Unlock()
+	if env == nil {
+		return nil
+	}
+	if err := env.BrowserAlive(); err != nil {
+		return fmt.Errorf("the task's browser: %w", err)
+	}
+	return nil
+}
+
 func (c *Control) Current() *Episode {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -136,6 +136,16 @@ func (e *DisplayEnv) Browser() *Browser {
 	return e.browser
 }
 
+// BrowserAlive reports whether the browser the current episode's setup
+// started still runs and answers over DevTools: nil when it does, or when
+// the setup started none.
+func (e *DisplayEnv) BrowserAlive() error {
+	if b := e.Browser(); b != nil {
+		return b.alive()
+	}
+	return nil
+}
+
 // ErrBrowserClosed says the task's browser has exited (the agent closed its
 // window, say).
 var ErrBrowserClosed = errors.New("the browser has been closed")
