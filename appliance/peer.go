@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 
 	"github.com/deskenv/deskenv/internal/peer"
 )
@@ -19,27 +18,10 @@ import (
 // it carries: the grader and the reset are out of the agent's reach by who
 // it is, not by what it knows.
 
-// connKey carries a request's connection, for the owner lookup.
-type connKey struct{}
-
-// conn is one accepted connection; its owner is looked up once, on its
-// first request, not on accept (which would slow the accept loop).
-type conn struct {
-	c    net.Conn
-	once sync.Once
-	uid  uint32
-	err  error
-}
-
-func (c *conn) owner() (uint32, error) {
-	c.once.Do(func() { c.uid, c.err = peer.UID(c.c) })
-	return c.uid, c.err
-}
-
 // ConnContext is for http.Server's ConnContext: each request can find its
-// connection, so the door can refuse the desktop session's own.
+// connection's owner, so the door can refuse the desktop session's own.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, connKey{}, &conn{c: c})
+	return peer.ConnContext(ctx, c)
 }
 
 // desktopRefusal refuses requests from the session users' own connections;
@@ -53,11 +35,10 @@ func desktopRefusal(iso *isolation) func(*http.Request) error {
 		session[u.UID] = u.Name
 	}
 	return func(r *http.Request) error {
-		c, ok := r.Context().Value(connKey{}).(*conn)
-		if !ok {
+		uid, served, err := peer.RequestOwner(r)
+		if !served {
 			return nil // not from our server (tests calling the handler)
 		}
-		uid, err := c.owner()
 		if errors.Is(err, peer.ErrNotLocal) {
 			return nil
 		}

@@ -64,34 +64,17 @@ func (e *DisplayEnv) serveClients() map[uint32]bool {
 	return allowed
 }
 
-// servedConn is a connection a serve step's server accepted; its owner is
-// looked up once, on its first request.
-type servedConn struct {
-	c    net.Conn
-	once sync.Once
-	uid  uint32
-	err  error
-}
-
-type servedConnKey struct{}
-
-func withConn(ctx context.Context, c net.Conn) context.Context {
-	return context.WithValue(ctx, servedConnKey{}, &servedConn{c: c})
-}
-
 // clientCheck says why the request's connection is not answered, or "".
 func (s *server) clientCheck(r *http.Request) string {
-	c, ok := r.Context().Value(servedConnKey{}).(*servedConn)
-	if !ok {
-		return "" // the handler called directly, not through the listener
-	}
-	c.once.Do(func() { c.uid, c.err = peer.UID(c.c) })
+	uid, served, err := peer.RequestOwner(r)
 	switch {
-	case c.err != nil:
+	case !served:
+		return "" // the handler called directly, not through the listener
+	case err != nil:
 		// Fail closed: a client we cannot place may be another desktop.
-		return fmt.Sprintf("cannot tell which local user opened this connection, so it is refused: %v", c.err)
-	case !s.allowed[c.uid]:
-		return fmt.Sprintf("this task's server answers its own desktop's programs and deskenv only: a connection of user %d is refused", c.uid)
+		return fmt.Sprintf("cannot tell which local user opened this connection, so it is refused: %v", err)
+	case !s.allowed[uid]:
+		return fmt.Sprintf("this task's server answers its own desktop's programs and deskenv only: a connection of user %d is refused", uid)
 	}
 	return ""
 }
@@ -116,7 +99,7 @@ func (e *DisplayEnv) serve(ctx context.Context, dir string, port int) error {
 		return fmt.Errorf("serve %s on port %d: %w", dir, port, err)
 	}
 	s := &server{env: e, dir: dir, done: make(chan struct{}), allowed: e.serveClients()}
-	s.srv = &http.Server{Handler: s, ConnContext: withConn, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s.srv = &http.Server{Handler: s, ConnContext: peer.ConnContext, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug)}
 	e.mu.Lock()
