@@ -227,8 +227,17 @@ func TestRelayUDP(t *testing.T) {
 		// A reply needs both directions to keep the datagram.
 		checkShare(t, fmt.Sprintf("round trip of client %c", res.id), n-len(res.replies), n, 1-(1-loss)*(1-loss))
 	}
-	if r.up.Load() != 2*n*200 {
-		t.Errorf("relay counted %d bytes from the clients, want %d", r.up.Load(), 2*n*200)
+	// What the relay counts is what reached it: every byte the clients
+	// sent, less what the kernel dropped before the relay read it (its
+	// socket buffer overflows when the machine does not run the relay for
+	// a few milliseconds: CI saw 92 of 6000 datagrams go so under load),
+	// and at least what it passed on to the server.
+	forwarded := 0
+	for _, seqs := range echo.got {
+		forwarded += len(seqs)
+	}
+	if up := r.up.Load(); up%200 != 0 || up > 2*n*200 || up < int64(forwarded)*200 {
+		t.Errorf("relay counted %d bytes from the clients, want whole datagrams of 200, at most %d sent and at least the %d passed on", up, 2*n*200, forwarded*200)
 	}
 	if r.down.Load() == 0 || r.dropped.Load() == 0 {
 		t.Errorf("relay counted %d bytes back and %d drops; want both above 0", r.down.Load(), r.dropped.Load())
