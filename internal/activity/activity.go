@@ -201,9 +201,16 @@ func (m *Meter) list(ctx context.Context) error {
 		}
 		// Below this process, neither excluded nor below an excluded
 		// process: of its ancestors, the nearest that is this process or
-		// excluded (self is among the excluded) is this process.
+		// excluded (self is among the excluded) is this process. When this
+		// process is init (deskenv as a container's entrypoint), every
+		// process of its namespace is below it, and a walk up never
+		// reports init: there, a process is the desktop's when no
+		// excluded process is above it. (Before, such a meter counted
+		// nothing, so every settle took the idle path.)
 		for _, pid := range tree.PIDs() {
-			if a, ok := tree.Under(pid, excluded); ok && a == m.self && !excluded[pid] {
+			a, ok := tree.Under(pid, excluded)
+			below := ok && a == m.self || !ok && m.self == 1
+			if below && !excluded[pid] {
 				pids = append(pids, pid)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -258,6 +259,45 @@ func TestMeterWaitingThread(t *testing.T) {
 	write("500/task/500/stat", stat("S"))
 	if d := read(); d != b {
 		t.Errorf("asleep again: the total moved from %s to %s", b, d)
+	}
+}
+
+// TestMeterAsInit: deskenv as a container's pid 1 without a session user
+// measures every process but itself and the X server's subtree (a walk up
+// never reports init, so it once measured nothing and took every desktop
+// for idle). On a made-up /proc: 1 deskenv, 10 Xvfb and 11 its xkbcomp, 20
+// an app and 21 its child, 30 an orphan reparented to init.
+func TestMeterAsInit(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, body string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("loadavg", "0.00 0.00 0.00 1/1 30\n")
+	for _, p := range []struct{ pid, ppid int }{{1, 0}, {10, 1}, {11, 10}, {20, 1}, {21, 20}, {30, 1}} {
+		st := fmt.Sprintf("%d (p) S %d %d %d 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100\n", p.pid, p.ppid, p.pid, p.pid)
+		write(fmt.Sprintf("%d/stat", p.pid), st)
+		write(fmt.Sprintf("%d/task/%d/stat", p.pid, p.pid), st)
+		write(fmt.Sprintf("%d/task/%d/schedstat", p.pid, p.pid), "1000000 0 3\n")
+	}
+	m := New(Config{UID: -1, FS: proc.FS{Root: root}, Exclude: func() []int { return []int{10} }})
+	m.self = 1
+	if _, err := m.Used(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int{20, 21, 30}; !slices.Equal(m.pids, want) {
+		t.Errorf("as pid 1 the meter measures %v, want %v", m.pids, want)
+	}
+	// An app that runs moves the total.
+	before, _ := m.Used(context.Background())
+	write("21/task/21/schedstat", "9000000 0 4\n")
+	if after, _ := m.Used(context.Background()); after <= before {
+		t.Errorf("an app ran 8 ms and the total stayed %s", after)
 	}
 }
 
