@@ -211,13 +211,11 @@ func TestMeterTooManyThreads(t *testing.T) {
 	}
 }
 
-// TestMeterWaitingThread: a thread that has not run between two readings
-// but is runnable at the second (waiting for a CPU on a loaded machine)
-// makes the difference not zero; asleep, it stays zero. On a made-up
-// /proc, since a thread kept waiting is hard to make on demand.
-func TestMeterWaitingThread(t *testing.T) {
+// madeUpProc is a directory to stand for /proc, and a function that writes
+// a file of it.
+func madeUpProc(t *testing.T) (string, func(name, body string)) {
 	root := t.TempDir()
-	write := func(name, body string) {
+	return root, func(name, body string) {
 		t.Helper()
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
 			t.Fatal(err)
@@ -226,6 +224,14 @@ func TestMeterWaitingThread(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestMeterWaitingThread: a thread that has not run between two readings
+// but is runnable at the second (waiting for a CPU on a loaded machine)
+// makes the difference not zero; asleep, it stays zero. On a made-up
+// /proc, since a thread kept waiting is hard to make on demand.
+func TestMeterWaitingThread(t *testing.T) {
+	root, write := madeUpProc(t)
 	stat := func(state string) string {
 		return fmt.Sprintf("500 (app) %s %d 500 500 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100\n", state, os.Getpid())
 	}
@@ -268,16 +274,7 @@ func TestMeterWaitingThread(t *testing.T) {
 // for idle). On a made-up /proc: 1 deskenv, 10 Xvfb and 11 its xkbcomp, 20
 // an app and 21 its child, 30 an orphan reparented to init.
 func TestMeterAsInit(t *testing.T) {
-	root := t.TempDir()
-	write := func(name, body string) {
-		t.Helper()
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	root, write := madeUpProc(t)
 	write("loadavg", "0.00 0.00 0.00 1/1 30\n")
 	for _, p := range []struct{ pid, ppid int }{{1, 0}, {10, 1}, {11, 10}, {20, 1}, {21, 20}, {30, 1}} {
 		st := fmt.Sprintf("%d (p) S %d %d %d 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 100\n", p.pid, p.ppid, p.pid, p.pid)
