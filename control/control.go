@@ -773,7 +773,6 @@ func ptrString[T any](p *T) string {
 	return fmt.Sprint(*p)
 }
 
-// Current returns the running episode, or nil.
 // SetupIntact reports whether what the current episode's setup started
 // that must last still does: the task's browser, when it started one. A
 // desktop reset ahead (pool mode's warm desktops) waits unwatched until it
@@ -792,6 +791,7 @@ func (c *Control) SetupIntact() error {
 	return nil
 }
 
+// Current returns the running episode, or nil.
 func (c *Control) Current() *Episode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
