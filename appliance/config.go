@@ -44,7 +44,11 @@ type Config struct {
 	// SessionUser is who the desktop session runs as (pool mode: a prefix
 	// or a list); AllowSharedUser lets the bash and files traits run when
 	// the session cannot be separated from deskenv's own user.
+	// SessionUserAuto says deskenv chose SessionUser, not the operator: when
+	// another deskenv on the machine runs as it, this one takes another
+	// (SessionUser-b, -c, ...) rather than refusing to start.
 	SessionUser     string
+	SessionUserAuto bool
 	AllowSharedUser bool
 
 	// agents

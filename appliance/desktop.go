@@ -87,7 +87,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Desktop, error) {
 	if iso.Separated {
 		s.session = iso.users[0]
 	}
-	return newDesktop(ctx, cfg, log, s)
+	a, err := newDesktop(ctx, cfg, log, s)
+	if err != nil {
+		iso.release()
+		return nil, err
+	}
+	// First in, so run last: the session user is free once the desktop
+	// that ran as it is closed.
+	a.closers = append([]func() error{func() error { iso.release(); return nil }}, a.closers...)
+	return a, nil
 }
 
 // newDesktop starts the desktop's parts in order, each on the ones before

@@ -53,6 +53,7 @@ type isolation struct {
 	Why          string   `json:"why,omitempty"`
 
 	users []*sessionUser // one per desktop when Separated
+	claim *userClaim     // their locks, held until release
 }
 
 // sessionUserNames are the names --session-user gives for n desktops: one
@@ -125,34 +126,47 @@ func resolveIsolation(cfg *Config, n int, log *slog.Logger) (isolation, error) {
 	if cfg.Display != "" {
 		return isolation{Why: "attached to an existing display (--display): its session is not deskenv's to start, and runs as whoever started it"}, nil
 	}
-	flag := cfg.SessionUser
+	flag, auto := cfg.SessionUser, cfg.SessionUserAuto
 	if flag == "" && os.Geteuid() == 0 {
-		flag = DefaultSessionUser
+		flag, auto = DefaultSessionUser, true
 	}
-	names, err := sessionUserNames(flag, n)
-	if err != nil {
-		return isolation{}, err
-	}
-	if len(names) == 0 {
+	if flag == "" {
 		return isolation{Why: "no --session-user given and deskenv does not run as root: the desktop runs as deskenv's own user, which can read deskenv's files (tasks, episodes) and signal it"}, nil
+	}
+	if _, err := sessionUserNames(flag, n); err != nil {
+		return isolation{}, err
 	}
 	if ok, why := canSwitchUsers(); !ok {
 		return isolation{Why: why}, nil
 	}
-	iso := isolation{Separated: true}
+	names, claim, err := claimSessionUsers(userLockDir(), flag, n, auto)
+	if err != nil {
+		return isolation{}, err
+	}
+	if names[0] != firstName(flag, n) {
+		log.Warn("the session user deskenv would run as is in use by another deskenv on this machine: this one runs as another",
+			"wanted", firstName(flag, n), "session_users", strings.Join(names, ","))
+	}
+	iso := isolation{Separated: true, claim: claim}
 	seen := map[uint32]string{}
 	for _, name := range names {
 		u, err := lookupOrCreateUser(name, log)
 		if err != nil {
+			claim.release()
 			return isolation{}, err
 		}
+		var bad error
 		switch {
 		case u.UID == 0:
-			return isolation{}, fmt.Errorf("--session-user %s is root: the desktop's programs must run as an unprivileged user", name)
+			bad = fmt.Errorf("--session-user %s is root: the desktop's programs must run as an unprivileged user", name)
 		case int(u.UID) == os.Geteuid():
-			return isolation{}, fmt.Errorf("--session-user %s is deskenv's own user (uid %d): name another, so the desktop cannot reach deskenv's files", name, u.UID)
+			bad = fmt.Errorf("--session-user %s is deskenv's own user (uid %d): name another, so the desktop cannot reach deskenv's files", name, u.UID)
 		case seen[u.UID] != "":
-			return isolation{}, fmt.Errorf("--session-user: %s and %s are the same user (uid %d): each desktop needs a user of its own, or they read each other's files", seen[u.UID], name, u.UID)
+			bad = fmt.Errorf("--session-user: %s and %s are the same user (uid %d): each desktop needs a user of its own, or they read each other's files", seen[u.UID], name, u.UID)
+		}
+		if bad != nil {
+			claim.release()
+			return isolation{}, bad
 		}
 		seen[u.UID] = name
 		iso.users = append(iso.users, u)
@@ -338,6 +352,23 @@ func warnReachable(cfg *Config, episodes string, u *sessionUser, log *slog.Logge
 	check("the tasks directory (evaluators and solutions)", cfg.Tasks, true)
 	check("the episodes directory", episodes, true)
 	check("the tokens file", cfg.TokensFile, false)
+}
+
+// release gives up the session users for other deskenvs on the machine,
+// once the desktops that ran as them are closed.
+func (iso *isolation) release() {
+	if iso != nil {
+		iso.claim.release()
+	}
+}
+
+// firstName is the first session user flag names for n desktops.
+func firstName(flag string, n int) string {
+	names, err := sessionUserNames(flag, n)
+	if err != nil || len(names) == 0 {
+		return flag
+	}
+	return names[0]
 }
 
 // announceIsolation says at start who the desktops run as, and loudly when

@@ -117,6 +117,7 @@ func NewPool(ctx context.Context, cfg Config, log *slog.Logger) (*Pool, error) {
 	home := ""
 	if cfg.Home != "" || !iso.Separated {
 		if home, err = cfg.desktopHome(nil); err != nil {
+			iso.release()
 			return nil, err
 		}
 	}
@@ -535,6 +536,8 @@ func (p *Pool) Close() error {
 		}
 	}
 	wg.Wait()
+	// Last: the session users are free once no desktop runs as them.
+	p.iso.release()
 	return nil
 }
 

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/deskenv/deskenv/appliance"
 )
 
 // TestDesktopCannotReachDeskenv plays the agent typing curl into its xterm:
@@ -38,9 +36,10 @@ func TestDesktopCannotReachDeskenv(t *testing.T) {
 				t.Setenv("DESKENV_OPERATOR_TOKEN", tc.token)
 			}
 			d := startDeskenv(t, args...)
-			u, err := user.Lookup(appliance.DefaultSessionUser)
+			name := sessionUserOf(t, d.base, tc.token)
+			u, err := user.Lookup(name)
 			if err != nil {
-				t.Fatalf("the session user %s: %v", appliance.DefaultSessionUser, err)
+				t.Fatalf("the session user %s: %v", name, err)
 			}
 			uid, _ := strconv.Atoi(u.Uid)
 			gid, _ := strconv.Atoi(u.Gid)

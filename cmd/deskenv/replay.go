@@ -172,7 +172,7 @@ Flags:
 // session user of its own, unless the command line names them.
 func (r *replay) privateDesktop(cli map[string]bool) error {
 	if !cli["session-user"] {
-		r.cfg.SessionUser = "deskenv-replay"
+		r.cfg.SessionUser, r.cfg.SessionUserAuto = "deskenv-replay", true
 	}
 	if cli["home"] {
 		return nil

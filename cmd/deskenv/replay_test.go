@@ -86,7 +86,7 @@ func TestReplayVerdict(t *testing.T) {
 // alone (issue 13: it reset the live home and deleted the agent's files).
 func TestReplayBesideTheAppliance(t *testing.T) {
 	live := startDeskenv(t, "--no-stream", "--operator-token", testOperator)
-	home := liveHome(t, live.pid)
+	home := liveHome(t, live)
 	// hello-file's setup removes ~/hello.txt: in the live home it would be the
 	// agent's work.
 	marker := filepath.Join(home, "hello.txt")
@@ -110,14 +110,15 @@ func TestReplayBesideTheAppliance(t *testing.T) {
 }
 
 // liveHome is the home a running appliance chose by default: the session
-// user's under appliance.SessionHomes as root, else under its
+// user's under appliance.SessionHomes as root (the user it reports: another
+// deskenv on the machine may hold the default one), else under its
 // XDG_DATA_HOME.
-func liveHome(t *testing.T, pid int) string {
+func liveHome(t *testing.T, live *deskenv) string {
 	t.Helper()
 	if os.Geteuid() == 0 {
-		return filepath.Join(appliance.SessionHomes, appliance.DefaultSessionUser)
+		return filepath.Join(appliance.SessionHomes, sessionUserOf(t, live.base, testOperator))
 	}
-	return filepath.Join(liveEnv(t, pid, "XDG_DATA_HOME"), "deskenv", "home")
+	return filepath.Join(liveEnv(t, live.pid, "XDG_DATA_HOME"), "deskenv", "home")
 }
 
 // liveEnv is an environment variable of a running process.

@@ -368,7 +368,7 @@ func (c *tasksCheck) startDesktops(ctx context.Context, n int, stderr io.Writer)
 		case cfg.SessionUser != "" && n > 1:
 			cfg.SessionUser += strconv.Itoa(i)
 		case cfg.SessionUser == "" && os.Geteuid() == 0:
-			cfg.SessionUser = "deskenv-check" + strconv.Itoa(i)
+			cfg.SessionUser, cfg.SessionUserAuto = "deskenv-check"+strconv.Itoa(i), true
 		}
 		wg.Add(1)
 		go func() {
