@@ -65,6 +65,7 @@ type seat struct {
 	tasks   []*task.Task
 	iso     *isolation
 	session *sessionUser // nil: deskenv's own user
+	ports   *task.Ports  // the serve steps' ports, shared by a pool's desktops; nil: its own
 }
 
 // New starts one desktop. Tokens and tasks are checked before anything
@@ -273,6 +274,7 @@ func (a *Desktop) startControl(context.Context) (err error) {
 		Description: "One Linux desktop driven with Anthropic's computer-use actions.",
 		Isolation:   a.seat.iso.detail(a.seat.session),
 		Lifecycle:   a.lc,
+		Ports:       a.seat.ports,
 		// The recorder starts after the control plane, and both before
 		// the first request: by then a.rec is set.
 		ResetGuard: func(ctx context.Context) error {

@@ -188,9 +188,12 @@ func poolAuth(cfg Config, log *slog.Logger) (*auth.Auth, error) {
 // grants its agent token on its desktop alone).
 func (p *Pool) start(ctx context.Context, cfg Config, tasks []*task.Task, home string) error {
 	errs := make([]error, len(p.apps))
+	// One set of serve-step ports for all: every desktop can run a task
+	// whose site is on the same port at once (task.Ports).
+	ports := task.NewPorts(p.log)
 	var wg sync.WaitGroup
 	for i := range p.apps {
-		s := seat{tasks: tasks, iso: &p.iso}
+		s := seat{tasks: tasks, iso: &p.iso, ports: ports}
 		if p.iso.Separated {
 			s.session = p.iso.users[i]
 		}

@@ -2,7 +2,9 @@ package appliance
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -63,9 +65,18 @@ func startWarmPool(t testing.TB, n, warm int, task string) (*Pool, string) {
 // behind its door on a free port.
 func servePool(t testing.TB, cfg Config) (*Pool, string) {
 	t.Helper()
+	return servePoolWith(t, cfg, nil)
+}
+
+// servePoolWith is servePool with more tasks in its directory (file name:
+// JSON).
+func servePoolWith(t testing.TB, cfg Config, tasks map[string]string) (*Pool, string) {
+	t.Helper()
 	cfg.OperatorToken = testOperator
 	cfg.Home, cfg.Episodes, cfg.Tasks = reachableDir(t), t.TempDir(), t.TempDir()
-	for name, task := range map[string]string{"warm-term.json": warmTaskJSON, "warm-web.json": warmWebJSON} {
+	all := map[string]string{"warm-term.json": warmTaskJSON, "warm-web.json": warmWebJSON}
+	maps.Copy(all, tasks)
+	for name, task := range all {
 		if err := os.WriteFile(filepath.Join(cfg.Tasks, name), []byte(task), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -571,5 +582,71 @@ func TestWarmClose(t *testing.T) {
 		if strings.Contains(stacks, fn) {
 			t.Errorf("after Close a goroutine still runs %s:\n%s", fn, stacks)
 		}
+	}
+}
+
+// TestWarmServedTask: every desktop of a pool warm in one task whose site
+// is served on a port of the machine. With a listener per desktop only the
+// first could listen (the others' resets failed, "address already in
+// use"); with the pool's shared ports (task.Ports) each desktop's agent
+// reaches its own desktop's site at the address the task names, and its
+// answer lands in its own home only.
+func TestWarmServedTask(t *testing.T) {
+	testrig.NeedTools(t, "curl")
+	port := testrig.FreePort(t)
+	shop := fmt.Sprintf(`{"id": "warm-shop", "instruction": "Order on http://127.0.0.1:%d/.", "setup": [
+		{"type": "write_file", "path": "~/site/index.html", "content": "<title>shop</title>"},
+		{"type": "command", "command": "id -un > ~/site/who.txt"},
+		{"type": "serve", "dir": "~/site", "port": %d}
+	], "evaluator": {"type": "json_field", "path": "~/site/.posted/1.json", "pointer": "/name", "equals": "Ada"}}`, port, port)
+	cfg := DefaultConfig()
+	cfg.Desktops, cfg.NoStream, cfg.WM, cfg.Apps = 2, true, "", ""
+	cfg.Warm, cfg.WarmTask = 2, "warm-shop"
+	p, base := servePoolWith(t, cfg, map[string]string{"warm-shop.json": shop})
+	waitWarm(t, base, 2)
+	site := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	var uids [2]uint32
+	for i, a := range p.apps {
+		cred := a.display.Credential()
+		if cred == nil {
+			t.Skip("the desktops share deskenv's user: one port cannot be told apart by user")
+		}
+		uids[i] = cred.Uid
+	}
+	curlAs := func(uid uint32, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("curl", append([]string{"-sS", "-m", "10", "-w", "\n%{http_code}"}, args...)...)
+		if uid != 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("curl as %d %v: %v %s", uid, args, err, out)
+		}
+		// The body, then the status on a line of its own.
+		s := strings.TrimSpace(string(out))
+		body, code := "", s
+		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+			body, code = s[:i], s[i+1:]
+		}
+		return code + " " + strings.TrimSpace(body)
+	}
+	for i, a := range p.apps {
+		want := "200 " + a.seat.session.Name
+		if got := curlAs(uids[i], site+"who.txt"); got != want {
+			t.Errorf("desktop %d's user reads its site: %q, want %q (its own desktop's)", i, got, want)
+		}
+	}
+	if got := curlAs(uids[0], "-d", "name=Ada", site+"order"); !strings.HasPrefix(got, "200 ") {
+		t.Fatalf("desktop 0's user orders: %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(p.apps[0].home, "site", ".posted", "1.json")); err != nil {
+		t.Errorf("desktop 0's answer is not in its home: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(p.apps[1].home, "site", ".posted")); !os.IsNotExist(err) {
+		t.Errorf("desktop 1's home got an answer it was not sent (%v)", err)
+	}
+	if got := curlAs(0, site); !strings.HasPrefix(got, "421 2 desktops serve port") {
+		t.Errorf("root, with both desktops serving: %q, want 421", got)
 	}
 }

@@ -106,6 +106,9 @@ type Config struct {
 	BaselineDir string
 	// NoHomeRestore leaves home alone on reset.
 	NoHomeRestore bool
+	// Ports are the serve steps' listeners shared with the process's other
+	// desktops (task.Ports); nil: this desktop's tasks listen on their own.
+	Ports *task.Ports
 
 	// Name, Description and Version are served at /metadata.
 	Name, Description, Version string
@@ -690,7 +693,9 @@ func (c *Control) taskEnv(seed *int64, id string) *seededEnv {
 	if seed != nil {
 		prefix += "DESKENV_SEED=" + strconv.FormatInt(*seed, 10) + "; "
 	}
-	return &seededEnv{DisplayEnv: task.NewEnv(c.d, c.cfg.Home, c.grab), prefix: prefix + "export DESKENV_EPISODE_ID DESKENV_SEED\n"}
+	env := task.NewEnv(c.d, c.cfg.Home, c.grab)
+	env.SharePorts(c.cfg.Ports)
+	return &seededEnv{DisplayEnv: env, prefix: prefix + "export DESKENV_EPISODE_ID DESKENV_SEED\n"}
 }
 
 // grab is a full-resolution screenshot for checkers that compare regions.

@@ -96,6 +96,7 @@ type DisplayEnv struct {
 
 	browser *Browser  // the browser step's; nil when none
 	served  []*server // the serve steps' servers
+	ports   *Ports    // shared with the process's other desktops; nil: none
 }
 
 // NewEnv makes the Env of display d for the desktop user whose home is home

@@ -55,14 +55,22 @@ type server struct {
 
 // serveClients are the users a serve step's server answers.
 func (e *DisplayEnv) serveClients() map[uint32]bool {
-	allowed := map[uint32]bool{0: true, uint32(os.Geteuid()): true}
+	return map[uint32]bool{0: true, uint32(os.Geteuid()): true, e.sessionUID(): true}
+}
+
+// sessionUID is the user the desktop's programs run as.
+func (e *DisplayEnv) sessionUID() uint32 {
 	if e.d != nil {
 		if c := e.d.Credential(); c != nil {
-			allowed[c.Uid] = true
+			return c.Uid
 		}
 	}
-	return allowed
+	return uint32(os.Geteuid())
 }
+
+// SharePorts makes the serve steps listen through ports, shared with the
+// process's other desktops (Ports); without it each listens on its own.
+func (e *DisplayEnv) SharePorts(ports *Ports) { e.ports = ports }
 
 // clientCheck says why the request's connection is not answered, or "".
 func (s *server) clientCheck(r *http.Request) string {
@@ -93,8 +101,14 @@ func runServe(ctx context.Context, r *setupRun, s *Step) error {
 }
 
 func (e *DisplayEnv) serve(ctx context.Context, dir string, port int) error {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	var ln net.Listener
+	var err error
+	if e.ports != nil {
+		ln, err = e.ports.listen(ctx, port, e.sessionUID())
+	} else {
+		var lc net.ListenConfig
+		ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	}
 	if err != nil {
 		return fmt.Errorf("serve %s on port %d: %w", dir, port, err)
 	}
