@@ -108,17 +108,18 @@ const browserPreferences = `{"signin":{"allowed":false,"allowed_on_next_startup"
 // answers benchmark) starts it as the browser step does: the program (the
 // browser itself where the step skips Debian's launcher script, found on
 // this process's PATH), the step's flags but the DevTools pipe (which needs
-// deskenv's two pipes as its fds 3 and 4), and the Default/Preferences to
-// seed a fresh profile with. The caller adds --user-data-dir and the page.
-// So the benchmark's Chromium cannot drift from the tasks' again.
-func BrowserLike() (argv []string, preferences string) {
+// deskenv's two pipes as its fds 3 and 4), the environment to add (what
+// the skipped launcher would have set), and the Default/Preferences to seed
+// a fresh profile with. The caller adds --user-data-dir and the page. So
+// the benchmark's Chromium cannot drift from the tasks' again.
+func BrowserLike() (argv, env []string, preferences string) {
 	program := "chromium"
 	var extra []string
 	if path, err := lookPath(program, nil); err == nil {
-		program, extra, _ = debianLauncher(path, debianChromium)
+		program, extra, env = debianLauncher(path, debianChromium)
 	}
 	flags := slices.DeleteFunc(slices.Clone(browserFlags), func(f string) bool { return f == "--remote-debugging-pipe" })
-	return slices.Concat([]string{program}, flags, extra), browserPreferences
+	return slices.Concat([]string{program}, flags, extra), env, browserPreferences
 }
 
 // Browser is the task's Chromium: the one a `browser` setup step started,

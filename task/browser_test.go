@@ -377,7 +377,7 @@ func firstLine(s, prefix string) string {
 // preferences, and cannot change the step's own list through the slice it
 // is given.
 func TestBrowserLike(t *testing.T) {
-	argv, prefs := BrowserLike()
+	argv, env, prefs := BrowserLike()
 	if len(argv) < len(browserFlags) {
 		t.Fatalf("BrowserLike argv = %q, want a program and the step's flags %q but the pipe", argv, browserFlags)
 	}
@@ -387,11 +387,12 @@ func TestBrowserLike(t *testing.T) {
 	}
 	// The program is the one the step runs, launcher skipped or not.
 	want := "chromium"
+	var wantEnv []string
 	if path, err := lookPath("chromium", nil); err == nil {
-		want, _, _ = debianLauncher(path, debianChromium)
+		want, _, wantEnv = debianLauncher(path, debianChromium)
 	}
-	if argv[0] != want {
-		t.Errorf("BrowserLike runs %s, want %s", argv[0], want)
+	if argv[0] != want || !slices.Equal(env, wantEnv) {
+		t.Errorf("BrowserLike runs %s with %q, want %s with %q", argv[0], env, want, wantEnv)
 	}
 	if prefs != browserPreferences {
 		t.Errorf("BrowserLike preferences = %q, want %q", prefs, browserPreferences)

@@ -62,7 +62,7 @@ func typed(s string) string { return fmt.Sprintf(`{"action":"type","text":%q}`, 
 // browser step starts it (task.BrowserLike; its profile seeded by
 // writeAnswerFiles).
 func answerApps() []answerApp {
-	chromium, _ := task.BrowserLike()
+	chromium, _, _ := task.BrowserLike()
 	return []answerApp{
 		{"xterm", []string{"xterm", "-geometry", "100x30+40+40"}, 3 * time.Second, []answerStep{
 			{"type ls", typed("ls")}, {"Return", key("Return")},
@@ -98,6 +98,16 @@ func answerApps() []answerApp {
 			{"F10: menu", key("F10")}, {"Escape", key("Escape")}, {"Escape", key("Escape")},
 		}},
 	}
+}
+
+// appEnv is what app's start adds to the desktop's environment: for
+// Chromium, what the launcher script the browser step skips would set.
+func appEnv(app answerApp) []string {
+	if app.name != "chromium" {
+		return nil
+	}
+	_, env, _ := task.BrowserLike()
+	return env
 }
 
 // answerConfig is the benchmark's flags.
@@ -256,7 +266,7 @@ func writeAnswerFiles(dir string) error {
 		"files/b/y.txt":   "y\n",
 		"files/notes.txt": "n\n",
 	}
-	_, files["chromium/Default/Preferences"] = task.BrowserLike()
+	_, _, files["chromium/Default/Preferences"] = task.BrowserLike()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -307,7 +317,7 @@ func answerRounds(ctx context.Context, c answerConfig, d *display.Display, ex *h
 		argv[i] = strings.ReplaceAll(a, "{dir}", dir)
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = d.Env()
+	cmd.Env = append(d.Env(), appEnv(app)...)
 	cmd.SysProcAttr = d.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, err
