@@ -179,31 +179,16 @@ func runAgents(clients []*client.Client, d time.Duration, f func(i int, c *clien
 // across the processes that share them, unlike RSS.
 func pssTree(pid int) (self, descendants float64) {
 	pfs := proc.Default()
-	parent := map[int]int{}
-	all, _ := pfs.PIDs(context.Background())
-	for _, p := range all {
-		if st, err := pfs.Stat(p); err == nil {
-			parent[p] = st.PPID
-		}
+	if v, err := pfs.PSS(pid); err == nil {
+		self = float64(v)
 	}
-	isDesc := func(p int) bool {
-		for q := parent[p]; q > 1; q = parent[q] {
-			if q == pid {
-				return true
-			}
-		}
-		return false
+	tree, err := pfs.ReadTree(context.Background())
+	if err != nil {
+		return self, 0
 	}
-	for p := range parent {
-		if p != pid && !isDesc(p) {
-			continue
-		}
-		v, _ := pfs.PSS(p) // 0 for one that exited since the listing
-		if p == pid {
-			self = float64(v)
-		} else {
-			descendants += float64(v)
-		}
+	for _, p := range tree.Below(map[int]bool{pid: true}) {
+		v, _ := pfs.PSS(p) // 0 for one that exited since the reading
+		descendants += float64(v)
 	}
 	return self, descendants
 }
