@@ -7,9 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,22 +45,7 @@ func TestPorts(t *testing.T) {
 		t.Errorf("a second server of desktop A on the port: %v, want refused", err)
 	}
 
-	curl := func(uid uint32, args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctx, "curl", append([]string{"-sS", "-w", "\n%{http_code}"}, args...)...)
-		if uid != 0 {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-		}
-		b, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("curl as %d %v: %v: %s", uid, args, err, b)
-		}
-		body, code := string(b), ""
-		if i := strings.LastIndexByte(body, '\n'); i >= 0 {
-			body, code = body[:i], body[i+1:]
-		}
-		return code + " " + strings.TrimSpace(body)
-	}
+	curl := func(uid uint32, args ...string) string { t.Helper(); return curlAs(ctx, t, uid, args...) }
 	for _, c := range []struct {
 		name string
 		uid  uint32
