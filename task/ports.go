@@ -76,7 +76,7 @@ func (p *Ports) listen(ctx context.Context, port int, uid uint32) (net.Listener,
 		go p.accept(sp)
 	}
 	if sp.routes[uid] != nil {
-		return nil, fmt.Errorf("port %d is already served for this desktop (user %d): one serve step per port", port, uid)
+		return nil, fmt.Errorf("port %d is already served to the programs of user %d, this desktop's: by an earlier serve step of its task, or by another desktop running as the same user (connections are told apart by user only)", port, uid)
 	}
 	r := &portRoute{addr: sp.ln.Addr(), conns: make(chan net.Conn), closed: make(chan struct{})}
 	r.release = func() { p.drop(sp, uid, r) }

@@ -41,7 +41,7 @@ func TestPorts(t *testing.T) {
 	}
 	lnA, doneA := serveAs(uidA, "A")
 	lnB, doneB := serveAs(uidB, "B")
-	if _, err := ports.listen(ctx, port, uidA); err == nil || !strings.Contains(err.Error(), "already served for this desktop") {
+	if _, err := ports.listen(ctx, port, uidA); err == nil || !strings.Contains(err.Error(), "already served to the programs of user 64995") {
 		t.Errorf("a second server of desktop A on the port: %v, want refused", err)
 	}
 
