@@ -139,7 +139,17 @@ func resolveIsolation(cfg *Config, n int, log *slog.Logger) (isolation, error) {
 	if ok, why := canSwitchUsers(); !ok {
 		return isolation{Why: why}, nil
 	}
-	names, claim, err := claimSessionUsers(userLockDir(), flag, n, auto)
+	lockDir := userLockDir()
+	if lockDir != "" {
+		// The locks guard against a second deskenv on the machine, an
+		// operator's mistake, not an attacker: without a place for them
+		// deskenv still starts, and says what it cannot guard.
+		if err := os.MkdirAll(lockDir, 0o700); err != nil {
+			log.Warn("no lock for the session users: a second deskenv on this machine running desktops as the same user would go unnoticed", "dir", lockDir, "err", err)
+			lockDir = ""
+		}
+	}
+	names, claim, err := claimSessionUsers(lockDir, flag, n, auto)
 	if err != nil {
 		return isolation{}, err
 	}
