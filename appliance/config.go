@@ -51,6 +51,12 @@ type Config struct {
 	SessionUserAuto bool
 	AllowSharedUser bool
 
+	// Ports are the serve steps' listeners (task.Ports), for desktops one
+	// process starts apart that should share them (`tasks check` does);
+	// nil: a pool makes its own for its desktops, one desktop listens on
+	// its own.
+	Ports *task.Ports
+
 	// agents
 	MCPTools    string
 	MCPTraits   string

@@ -84,7 +84,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Desktop, error) {
 		return nil, err
 	}
 	announceIsolation(iso, log)
-	s := seat{auth: au, tasks: tasks, iso: &iso}
+	s := seat{auth: au, tasks: tasks, iso: &iso, ports: cfg.Ports}
 	if iso.Separated {
 		s.session = iso.users[0]
 	}
@@ -345,6 +345,15 @@ func (a *Desktop) registry() *prometheus.Registry {
 
 // Local reports whether the desktop has no tokens: every request is let in.
 func (a *Desktop) Local() bool { return a.seat.auth.Local() }
+
+// SessionUser is the user of its own the desktop's session runs as, "" when
+// it runs as deskenv's.
+func (a *Desktop) SessionUser() string {
+	if a.seat.session == nil {
+		return ""
+	}
+	return a.seat.session.Name
+}
 
 // DisplayName is the desktop's X display, e.g. ":1".
 func (a *Desktop) DisplayName() string { return a.display.Name() }

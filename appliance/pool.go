@@ -190,7 +190,10 @@ func (p *Pool) start(ctx context.Context, cfg Config, tasks []*task.Task, home s
 	errs := make([]error, len(p.apps))
 	// One set of serve-step ports for all: every desktop can run a task
 	// whose site is on the same port at once (task.Ports).
-	ports := task.NewPorts(p.log)
+	ports := cfg.Ports
+	if ports == nil {
+		ports = task.NewPorts(p.log)
+	}
 	var wg sync.WaitGroup
 	for i := range p.apps {
 		s := seat{tasks: tasks, iso: &p.iso, ports: ports}

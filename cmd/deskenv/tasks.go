@@ -229,7 +229,10 @@ func (c *tasksCheck) run(ctx context.Context, stdout, stderr io.Writer) error {
 			d.Close()
 		}
 	}()
-	lanes, shared := schedule(jobs, len(desks))
+	// Desktops with users of their own share the serve steps' ports
+	// (task.Ports), so any desktop may run any task; otherwise the tasks
+	// of one port wait for each other on one desktop.
+	lanes, shared := schedule(jobs, len(desks), ownUsers(desks))
 	var (
 		mu   sync.Mutex
 		done int
@@ -280,16 +283,21 @@ func (c *tasksCheck) run(ctx context.Context, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// schedule spreads the jobs over n desktops. The desktops share the
-// machine's loopback, so two tasks that serve on the same port must not
-// run at once: every job of a task with a serve step goes to the lane of
-// its port's desktop, run in order there; the other jobs are shared, taken
-// by whichever desktop is free.
-func schedule(jobs []*checkJob, n int) (lanes [][]*checkJob, shared chan *checkJob) {
+// schedule spreads the jobs over n desktops. Unless portsShared (the
+// desktops share the serve steps' ports, telling their connections apart
+// by user), two tasks that serve on the same port must not run at once:
+// every job of a task with a serve step goes to the lane of its port's
+// desktop, run in order there. The other jobs are shared, taken by
+// whichever desktop is free.
+func schedule(jobs []*checkJob, n int, portsShared bool) (lanes [][]*checkJob, shared chan *checkJob) {
 	lanes = make([][]*checkJob, n)
 	shared = make(chan *checkJob, len(jobs))
 	ports := map[int]int{} // port -> lane
 	for _, j := range jobs {
+		if portsShared {
+			shared <- j
+			continue
+		}
 		lane := -1
 		for _, st := range j.t.Setup {
 			if st.Type != "serve" || st.Port == 0 {
@@ -359,9 +367,11 @@ func (c *tasksCheck) startDesktops(ctx context.Context, n int, stderr io.Writer)
 	log := c.cfg.logger(stderr)
 	desks := make([]*appliance.Desktop, n)
 	errs := make([]error, n)
+	ports := task.NewPorts(log)
 	var wg sync.WaitGroup
 	for i := range n {
 		cfg := c.cfg.Config
+		cfg.Ports = ports
 		cfg.Home = filepath.Join(dir, "home"+strconv.Itoa(i))
 		cfg.Episodes = filepath.Join(dir, "episodes"+strconv.Itoa(i))
 		switch {
@@ -387,6 +397,20 @@ func (c *tasksCheck) startDesktops(ctx context.Context, n int, stderr io.Writer)
 	}
 	fmt.Fprintf(stderr, "tasks check: %d desktop(s) started in %s\n", n, dir)
 	return desks, nil
+}
+
+// ownUsers reports whether every desktop's session runs as a user of its
+// own, none shared: then their serve steps can share a port.
+func ownUsers(desks []*appliance.Desktop) bool {
+	seen := map[string]bool{}
+	for _, d := range desks {
+		u := d.SessionUser()
+		if u == "" || seen[u] {
+			return false
+		}
+		seen[u] = true
+	}
+	return true
 }
 
 // prove resets into the job's task and seed, runs its solution and scores

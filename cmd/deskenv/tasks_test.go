@@ -100,7 +100,7 @@ func TestSchedule(t *testing.T) {
 			jobs = append(jobs, &checkJob{Task: tk.ID, Seed: int64(s + 1), t: tk})
 		}
 	}
-	lanes, shared := schedule(jobs, 2)
+	lanes, shared := schedule(jobs, 2, false)
 	laneOf := map[string]int{}
 	for i, l := range lanes {
 		for _, j := range l {
@@ -119,5 +119,15 @@ func TestSchedule(t *testing.T) {
 	}
 	if len(rest) != 3 || rest[0] != "d" {
 		t.Errorf("shared jobs %v, want d's three", rest)
+	}
+
+	// Desktops that share the ports (users of their own) take any job.
+	lanes, shared = schedule(jobs, 2, true)
+	n := 0
+	for range shared {
+		n++
+	}
+	if len(lanes[0])+len(lanes[1]) != 0 || n != len(jobs) {
+		t.Errorf("with shared ports: lanes of %d and %d jobs, %d shared; want every job shared", len(lanes[0]), len(lanes[1]), n)
 	}
 }
