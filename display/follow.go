@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/jezek/xgb"
 
@@ -138,6 +139,43 @@ func drainEvents(c *xgb.Conn) {
 		ev, err := c.WaitForEvent()
 		if ev == nil && err == nil {
 			return
+		}
+	}
+}
+
+// followRetry is how long Reconnect waits before it asks again for a
+// connection it could not make, when no new server came meanwhile.
+const followRetry = 2 * time.Second
+
+// Reconnect keeps a watcher on the current X server across restarts, until
+// ctx ends. For each server it hands watch a connection (x, or err, made
+// by the caller at start-up, where extension set-up cannot race other
+// connections' readers; after that, connect's), and watch returns when
+// that connection closes (the server died, or its Follower was closed).
+// Then it waits for the next server (Changed) or followRetry. connect's
+// failures go to failed, but a Follower closed on the way out; the
+// caller's first is its own to report.
+//
+// Written once for the settle's damage watch (screen) and the stream's
+// event watch (stream), which each followed the server this way.
+func Reconnect[T any](ctx context.Context, d *Display, changed <-chan struct{}, x T, err error,
+	connect func() (T, error), watch func(T), failed func(error)) {
+	for first := true; ; first = false {
+		if !first {
+			changed = d.Changed()
+			x, err = connect()
+			if err != nil && !errors.Is(err, ErrFollowerClosed) {
+				failed(err)
+			}
+		}
+		if err == nil {
+			watch(x)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-time.After(followRetry):
 		}
 	}
 }

@@ -88,12 +88,20 @@ func newDamageWatch(d *display.Display, log *slog.Logger) *damageWatch {
 	changed := d.Changed()
 	x, err := w.connect()
 	if err != nil {
-		w.log.Debug("no damage events; settling samples the screen", "err", err)
+		w.noDamage(err)
 	} else {
 		w.install(x)
 	}
-	go w.run(x, changed)
+	go func() {
+		defer close(w.done)
+		display.Reconnect(w.ctx, d, changed, x, err, w.connect, w.watch, w.noDamage)
+	}()
 	return w
+}
+
+// noDamage says the display gives no damage events (for now).
+func (w *damageWatch) noDamage(err error) {
+	w.log.Debug("no damage events; settling samples the screen", "err", err)
 }
 
 // close ends the subscription and the goroutine.
@@ -108,29 +116,6 @@ func (w *damageWatch) close() {
 	w.stop()
 	w.f.Close() // ends the event loop
 	<-w.done
-}
-
-// run keeps a subscription on the current X server. x is the first one, or nil.
-func (w *damageWatch) run(x *damageConn, changed <-chan struct{}) {
-	defer close(w.done)
-	for first := true; ; first = false {
-		var err error
-		if !first {
-			changed = w.d.Changed()
-			x, err = w.connect()
-		}
-		if x != nil {
-			w.watch(x)
-		} else if err != nil && !errors.Is(err, display.ErrFollowerClosed) {
-			w.log.Debug("no damage events; settling samples the screen", "err", err)
-		}
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-changed:
-		case <-time.After(2 * time.Second):
-		}
-	}
 }
 
 // connect subscribes to the root window's damage on the Follower's

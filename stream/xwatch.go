@@ -71,9 +71,12 @@ func newXWatch(s *Server) *xwatch {
 	changed := s.d.Changed()
 	x, err := w.connect()
 	if err != nil {
-		w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
+		w.cannotWatch(err)
 	}
-	go w.run(x, changed)
+	go func() {
+		defer close(w.done)
+		display.Reconnect(w.ctx, s.d, changed, x, err, w.connect, w.watch, w.cannotWatch)
+	}()
 	go w.fetchClipboard()
 	return w
 }
@@ -94,29 +97,9 @@ func (w *xwatch) close() {
 	}
 }
 
-// run keeps a connection to the current X server and reads its events. x is
-// the first connection, or nil.
-func (w *xwatch) run(x *xstate, changed <-chan struct{}) {
-	defer close(w.done)
-	for first := true; ; first = false {
-		var err error
-		if !first {
-			changed = w.s.d.Changed()
-			x, err = w.connect()
-		}
-		if err == nil && x != nil {
-			w.watch(x)
-		} else if err != nil && !errors.Is(err, display.ErrFollowerClosed) {
-			w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
-		}
-		// Wait for a new server, or retry a little later.
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-changed:
-		case <-time.After(2 * time.Second):
-		}
-	}
+// cannotWatch says the display cannot be watched (for now).
+func (w *xwatch) cannotWatch(err error) {
+	w.log.Warn("cannot watch the display for changes and the clipboard; retrying", "err", err)
 }
 
 // watch makes x the current connection and reads its events until it
