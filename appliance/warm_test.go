@@ -613,24 +613,8 @@ func TestWarmServedTask(t *testing.T) {
 		}
 		uids[i] = cred.Uid
 	}
-	curlAs := func(uid uint32, args ...string) string {
-		t.Helper()
-		cmd := exec.Command("curl", append([]string{"-sS", "-m", "10", "-w", "\n%{http_code}"}, args...)...)
-		if uid != 0 {
-			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-		}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("curl as %d %v: %v %s", uid, args, err, out)
-		}
-		// The body, then the status on a line of its own.
-		s := strings.TrimSpace(string(out))
-		body, code := "", s
-		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-			body, code = s[:i], s[i+1:]
-		}
-		return code + " " + strings.TrimSpace(body)
-	}
+	ctx := testrig.Context(t, time.Minute)
+	curlAs := func(uid uint32, args ...string) string { t.Helper(); return testrig.CurlAs(ctx, t, uid, args...) }
 	for i, a := range p.apps {
 		want := "200 " + a.seat.session.Name
 		if got := curlAs(uids[i], site+"who.txt"); got != want {

@@ -45,7 +45,7 @@ func TestPorts(t *testing.T) {
 		t.Errorf("a second server of desktop A on the port: %v, want refused", err)
 	}
 
-	curl := func(uid uint32, args ...string) string { t.Helper(); return curlAs(ctx, t, uid, args...) }
+	curl := func(uid uint32, args ...string) string { t.Helper(); return testrig.CurlAs(ctx, t, uid, args...) }
 	for _, c := range []struct {
 		name string
 		uid  uint32

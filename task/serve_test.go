@@ -1,13 +1,11 @@
 package task
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -124,7 +122,7 @@ func TestServe(t *testing.T) {
 		{"another user reads", otherDesktopUID, []string{base + "/index.html"}, "403 this task's server answers its own desktop's programs and deskenv only: a connection of user 64997 is refused"},
 		{"another user posts", otherDesktopUID, []string{"-d", "name=Eve", base + "/order"}, "403 this task's server"},
 	} {
-		if got := curlAs(ctx, t, c.uid, c.args...); !strings.HasPrefix(got, c.want) {
+		if got := testrig.CurlAs(ctx, t, c.uid, c.args...); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
 		}
 	}
@@ -147,25 +145,4 @@ func fileUID(fi os.FileInfo) uint32 {
 		return st.Uid
 	}
 	return 0
-}
-
-// curlAs runs curl as uid (0: as this process) and returns the status and
-// the body, "200 <body>": the connection's owner is then the kernel's
-// answer for a program of that user, as the serve step's checks see it.
-func curlAs(ctx context.Context, t *testing.T, uid uint32, args ...string) string {
-	t.Helper()
-	// The body, then the status on a line of its own.
-	cmd := exec.CommandContext(ctx, "curl", append([]string{"-sS", "-w", "\n%{http_code}"}, args...)...)
-	if uid != 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
-	}
-	b, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("curl as user %d %v: %v: %s", uid, args, err, b)
-	}
-	body, code := string(b), ""
-	if i := strings.LastIndexByte(body, '\n'); i >= 0 {
-		body, code = body[:i], body[i+1:]
-	}
-	return code + " " + strings.TrimSpace(body)
 }
