@@ -160,3 +160,68 @@ func TestFollowerDropEvents(t *testing.T) {
 		t.Fatal("the connection stopped answering after 6000 keyboard-map changes: its events were not drained")
 	}
 }
+
+// TestReconnect: a watcher kept by Reconnect gets a connection to each X
+// server the display runs, across two restarts, and Reconnect returns once
+// its context ends and the Follower is closed.
+func TestReconnect(t *testing.T) {
+	testrig.NeedTools(t)
+	ctx := testrig.Context(t, time.Minute)
+	d := testrig.Display(t, display.Config{RestartOnCrash: true})
+	f := d.Follow(display.ReadEvents)
+	wctx, stop := context.WithCancel(ctx)
+	connect := func() (uint64, error) {
+		_, gen, err := f.Get(wctx)
+		return gen, err
+	}
+	watched := make(chan uint64, 8)
+	watch := func(gen uint64) {
+		watched <- gen
+		c, _, ok := f.Current()
+		if !ok {
+			return
+		}
+		// Read until the connection closes: its server died, or Close.
+		for {
+			ev, err := c.WaitForEvent()
+			if ev == nil && err == nil {
+				break
+			}
+		}
+		f.Drop(gen)
+	}
+	changed := d.Changed()
+	first, err := connect()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		display.Reconnect(wctx, d, changed, first, err, connect, watch, func(err error) { t.Logf("connect: %v", err) })
+	}()
+	var gens []uint64
+	next := func(what string) {
+		t.Helper()
+		select {
+		case g := <-watched:
+			gens = append(gens, g)
+		case <-ctx.Done():
+			t.Fatalf("no watch of %s (watched generations %v)", what, gens)
+		}
+	}
+	next("the first server")
+	for i := range 2 {
+		if err := syscall.Kill(d.ServerPID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		next("the server after restart " + string(rune('1'+i)))
+	}
+	if len(gens) != 3 || gens[0] == gens[1] || gens[1] == gens[2] {
+		t.Errorf("watched generations %v, want three different", gens)
+	}
+	stop()
+	f.Close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Reconnect did not return after its context ended and the Follower closed")
+	}
+}
