@@ -133,7 +133,8 @@ func resolveIsolation(cfg *Config, n int, log *slog.Logger) (isolation, error) {
 	if flag == "" {
 		return isolation{Why: "no --session-user given and deskenv does not run as root: the desktop runs as deskenv's own user, which can read deskenv's files (tasks, episodes) and signal it"}, nil
 	}
-	if _, err := sessionUserNames(flag, n); err != nil {
+	wanted, err := sessionUserNames(flag, n)
+	if err != nil {
 		return isolation{}, err
 	}
 	if ok, why := canSwitchUsers(); !ok {
@@ -153,9 +154,9 @@ func resolveIsolation(cfg *Config, n int, log *slog.Logger) (isolation, error) {
 	if err != nil {
 		return isolation{}, err
 	}
-	if names[0] != firstName(flag, n) {
+	if names[0] != wanted[0] {
 		log.Warn("the session user deskenv would run as is in use by another deskenv on this machine: this one runs as another",
-			"wanted", firstName(flag, n), "session_users", strings.Join(names, ","))
+			"wanted", strings.Join(wanted, ","), "session_users", strings.Join(names, ","))
 	}
 	iso := isolation{Separated: true, claim: claim}
 	seen := map[uint32]string{}
@@ -370,15 +371,6 @@ func (iso *isolation) release() {
 	if iso != nil {
 		iso.claim.release()
 	}
-}
-
-// firstName is the first session user flag names for n desktops.
-func firstName(flag string, n int) string {
-	names, err := sessionUserNames(flag, n)
-	if err != nil || len(names) == 0 {
-		return flag
-	}
-	return names[0]
 }
 
 // announceIsolation says at start who the desktops run as, and loudly when

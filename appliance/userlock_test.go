@@ -67,7 +67,7 @@ func TestClaimSessionUsers(t *testing.T) {
 			}
 			// A set that moved on left nothing of the sets it tried
 			// locked.
-			if c.auto && names[0] != firstName(c.flag, c.n) {
+			if c.auto && names[0] != namesOf(t, c.flag, c.n)[0] {
 				free := slices.DeleteFunc(namesOf(t, c.flag, c.n), func(n string) bool { return slices.Contains(c.held, n) })
 				if len(free) > 0 {
 					again, err := lockUsers(dir, free)

@@ -38,13 +38,7 @@ type ProcessLister interface {
 // another user, else this process's, less this process itself (a deskenv
 // running as the desktop's user is not one of its programs).
 func (e *DisplayEnv) Processes(ctx context.Context) ([]ProcessInfo, error) {
-	uid := uint32(os.Getuid())
-	if e.d != nil {
-		if c := e.d.Credential(); c != nil {
-			uid = c.Uid
-		}
-	}
-	return listProcesses(ctx, "/proc", uid, os.Getpid())
+	return listProcesses(ctx, "/proc", e.sessionUID(), os.Getpid())
 }
 
 // listProcesses reads the processes of uid under procfs, skipping self.

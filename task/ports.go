@@ -114,8 +114,8 @@ func (p *Ports) accept(sp *sharedPort) {
 	}
 }
 
-// dispatch gives c to the server of the desktop whose user opened it, or to
-// the refusal server with the reason.
+// dispatch gives c to the server of the desktop whose user opened it, or
+// refuses it, saying why.
 func (p *Ports) dispatch(sp *sharedPort, c net.Conn) {
 	uid, err := peer.UID(c)
 	p.mu.Lock()
