@@ -3,9 +3,11 @@ package appliance
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -114,6 +116,21 @@ func TestUserLockPrivate(t *testing.T) {
 		}
 		if fi.Mode().Perm()&^want != 0 {
 			t.Errorf("%s has mode %v, want at most %v", path, fi.Mode().Perm(), want)
+		}
+	}
+	// From the side of a session user (a uid of its own), with every
+	// directory above the lock directory open to it: it cannot open a lock,
+	// so it cannot flock one to keep deskenv from its users.
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range []string{filepath.Join(dir, "u.lock"), dir} {
+			cmd := exec.Command("sh", "-c", `exec 3<"$1"`, "sh", path)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 64997, Gid: 64997, Groups: []uint32{}}}
+			if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "ermission denied") {
+				t.Errorf("a session user opening %s: %v %s, want permission denied", path, err, out)
+			}
 		}
 	}
 	// A link planted in place of a lock is not followed.
